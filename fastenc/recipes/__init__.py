@@ -1,0 +1,1 @@
+"""Recipes: parquet in, finished output directory out. Each is idempotent and atomic."""

@@ -1,0 +1,529 @@
+"""Parquet in, flat arrays out; files out through temporary names.
+
+Everything the recipes share about I/O lives here:
+
+- ``resolve_inputs``: command-line inputs (files, directories, globs) -> parquet paths, in order.
+- ``inspect_inputs``: the column each file will be read from, checked before any work starts
+  (missing column, wrong type, nulls the statistics already know about) -> ``SourceInfo``.
+- ``iter_string_batches``: a text column streamed in bounded batches as ``StringBatch``
+  (a zero-copy ``uint8`` view of the Arrow value buffer + ``int64`` offsets rebased to 0),
+  the form every kernel takes.
+- ``arrow_to_flat``: the same conversion for one Arrow array (sliced or chunked arrays too).
+- ``read_column_rows``: a few rows as Python values, for verifying samples.
+- ``AtomicFile`` / ``AtomicGroup`` / ``atomic_output`` / ``write_json_atomic``: output goes to
+  ``<final>.tmp-<pid>-<random>`` in the same directory, is fsynced, and is renamed onto the final
+  name only when complete; any exception (KeyboardInterrupt included) deletes the temporary.
+"""
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Iterable, Iterator, NamedTuple, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fastenc.errors import InputError
+
+__all__ = [
+    "StringBatch",
+    "SourceInfo",
+    "resolve_inputs",
+    "inspect_inputs",
+    "iter_string_batches",
+    "arrow_to_flat",
+    "read_column_rows",
+    "AtomicFile",
+    "AtomicGroup",
+    "atomic_output",
+    "write_json_atomic",
+    "remove_stale_temps",
+    "DEFAULT_BATCH_BYTES",
+]
+
+DEFAULT_BATCH_BYTES = 64 << 20
+_PARQUET_MAGIC = b"PAR1"
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+class StringBatch(NamedTuple):
+    """One bounded batch of a text column, in the flat form the kernels take.
+
+    ``data`` is a read-only ``uint8`` view of the Arrow value buffer (no copy) starting at the
+    batch's first value; document ``i`` is ``data[offsets[i]:offsets[i + 1]]``; ``offsets`` is
+    ``int64`` with ``num_rows + 1`` entries and ``offsets[0] == 0``. ``first_row`` is the row
+    index of the batch's first document within ``path``.
+    """
+
+    data: np.ndarray
+    offsets: np.ndarray
+    path: Path
+    first_row: int
+    num_rows: int
+
+
+class SourceInfo(NamedTuple):
+    """What ``inspect_inputs`` found out about one input file (from its footer only)."""
+
+    path: Path
+    column: str
+    arrow_type: str
+    num_rows: int
+    file_bytes: int
+    #: uncompressed size of the column chunks: an estimate of the text bytes, for progress bars
+    column_bytes: int
+
+
+# ----------------------------------------------------------------------------------------------
+# Inputs
+# ----------------------------------------------------------------------------------------------
+
+
+def _is_parquet(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == _PARQUET_MAGIC
+    except OSError:
+        return False
+
+
+def resolve_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:
+    """Turn command-line inputs into parquet file paths, in the order given.
+
+    A file is taken as is (it must be parquet: checked by its ``PAR1`` magic, not its name);
+    a directory gives its ``*.parquet`` files sorted by name (not recursive); anything else is
+    a glob pattern (``**`` recurses), whose matches are sorted by name. Repeats are kept: the
+    same file given twice is read twice.
+    """
+    if not inputs:
+        raise InputError("no input given: pass parquet files, a directory of them, or a glob such as 'data/*.parquet'")
+    paths: list[Path] = []
+    for item in inputs:
+        text = os.fspath(item)
+        p = Path(text)
+        if p.is_dir():
+            found = sorted(q for q in p.glob("*.parquet") if q.is_file())
+            if not found:
+                raise InputError(f"directory {text!r} holds no *.parquet files: point at the files themselves or at a glob")
+            matches = found
+        elif p.exists():
+            matches = [p]
+        elif _GLOB_CHARS.search(text):
+            matches = sorted(Path(m) for m in glob.glob(text, recursive=True) if Path(m).is_file())
+            if not matches:
+                raise InputError(f"the pattern {text!r} matches no file: check the path (quote it so the shell does not expand it)")
+        else:
+            raise InputError(f"input {text!r} does not exist: check the path")
+        for m in matches:
+            if not _is_parquet(m):
+                raise InputError(
+                    f"{str(m)!r} is not a parquet file (it does not start with the PAR1 magic bytes): "
+                    "pass only .parquet files, or convert the data to parquet first"
+                )
+        paths.extend(matches)
+    return paths
+
+
+def _type_ok(t: pa.DataType, allow_binary: bool) -> bool:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return True
+    return allow_binary and (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t))
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
+
+
+def _pick_column(path: Path, schema: pa.Schema, column: str | None, candidates: Sequence[str] | None) -> str:
+    names = schema.names
+    if column is not None:
+        if column in names:
+            return column
+        raise InputError(
+            f"{path}: no column {column!r}; its columns are {names}. Choose one with --column NAME"
+        )
+    for c in candidates or ():
+        if c in names:
+            return c
+    tried = list(candidates or ())
+    raise InputError(f"{path}: none of the columns {tried} exists; its columns are {names}. Choose one with --column NAME")
+
+
+def _leaf_index(pf: pq.ParquetFile, column: str) -> int:
+    """Index of ``column`` among the parquet leaf columns (what row-group metadata is indexed by)."""
+    for j in range(len(pf.schema)):
+        if pf.schema.column(j).path == column:
+            return j
+    raise InputError(f"column {column!r} is not a flat column of its parquet file: choose a top-level text column with --column")
+
+
+def _first_null_row(pf: pq.ParquetFile, column: str, row_groups: Iterable[int]) -> int:
+    start = 0
+    md = pf.metadata
+    wanted = set(row_groups)
+    for rg in range(md.num_row_groups):
+        n = md.row_group(rg).num_rows
+        if rg in wanted:
+            arr = pf.read_row_group(rg, columns=[column]).column(0)
+            if arr.null_count:
+                mask = arr.is_null().to_numpy(zero_copy_only=False)
+                return start + int(np.argmax(mask))
+        start += n
+    return -1
+
+
+def _null_error(path: Path, column: str, row: int) -> InputError:
+    return InputError(
+        f"{path}: column {column!r} has a null at row {row} (0-based) and fastenc does not guess what a missing "
+        "document means: filter the nulls out or fill them (e.g. pyarrow.compute.fill_null(col, '')) and rewrite the file"
+    )
+
+
+def inspect_inputs(
+    paths: Sequence[Path],
+    column: str | None,
+    *,
+    candidates: Sequence[str] | None = None,
+    allow_binary: bool = False,
+) -> list[SourceInfo]:
+    """Check every input before any work starts, from the parquet footers only.
+
+    Raises ``InputError`` for a missing column (listing the available ones), a column whose type
+    is not text (string/large_string; binary too when ``allow_binary``), or nulls that the
+    row-group statistics report (naming the first null row). Nulls in files without statistics
+    are caught later, by ``iter_string_batches``.
+    """
+    if column is None and not candidates:
+        raise ValueError("inspect_inputs: give a column or a list of candidate columns")
+    infos = []
+    for path in paths:
+        path = Path(path)
+        try:
+            pf = pq.ParquetFile(path)
+        except (OSError, pa.ArrowException) as exc:
+            raise InputError(f"{path}: cannot read it as parquet ({exc}): check that the file is complete") from exc
+        schema = pf.schema_arrow
+        col = _pick_column(path, schema, column, candidates)
+        t = schema.field(col).type
+        if not _type_ok(t, allow_binary):
+            kinds = "string or large_string" + (" (or binary)" if allow_binary else "")
+            text_cols = [f.name for f in schema if _type_ok(f.type, allow_binary)]
+            hint = f"the text columns of this file are {text_cols}" if text_cols else "this file has no text column"
+            if _is_binary(t) and not allow_binary:
+                fix = "cast it to string if it holds UTF-8 text (pyarrow.compute.cast(col, pa.string()) validates it)"
+            else:
+                fix = "choose another column with --column NAME"
+            raise InputError(f"{path}: column {col!r} has type {t}, not {kinds}; {hint}; {fix}")
+        md = pf.metadata
+        leaf = _leaf_index(pf, col)
+        column_bytes = 0
+        null_rgs = []
+        for rg in range(md.num_row_groups):
+            chunk = md.row_group(rg).column(leaf)
+            column_bytes += chunk.total_uncompressed_size
+            stats = chunk.statistics
+            if stats is not None and stats.has_null_count and stats.null_count > 0:
+                null_rgs.append(rg)
+        if null_rgs:
+            raise _null_error(path, col, _first_null_row(pf, col, null_rgs[:1]))
+        infos.append(SourceInfo(path, col, str(t), md.num_rows, path.stat().st_size, column_bytes))
+    return infos
+
+
+# ----------------------------------------------------------------------------------------------
+# Arrow -> flat arrays
+# ----------------------------------------------------------------------------------------------
+
+
+def arrow_to_flat(arr: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """``(data uint8, offsets int64)`` of a string/binary array, ``offsets[0] == 0``.
+
+    Zero-copy for the value bytes of a single array, sliced or not (a slice's offsets do not
+    start at 0, and its ``offset`` says where its first offset is). A chunked array with more
+    than one chunk is concatenated (one copy). Dictionary and view types are decoded first
+    (one copy). Nulls are the caller's business (``iter_string_batches`` refuses them): a
+    null reads as an empty value here.
+    """
+    if isinstance(arr, pa.ChunkedArray):
+        if arr.num_chunks == 1:
+            arr = arr.chunk(0)
+        elif arr.num_chunks == 0:
+            return np.empty(0, np.uint8), np.zeros(1, np.int64)
+        else:
+            arr = pa.concat_arrays(arr.chunks)
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        arr = arr.dictionary_decode()
+        t = arr.type
+    if pa.types.is_string_view(t):
+        arr = arr.cast(pa.large_string())
+    elif pa.types.is_binary_view(t):
+        arr = arr.cast(pa.large_binary())
+    t = arr.type
+    if pa.types.is_string(t) or pa.types.is_binary(t):
+        odt = np.int32
+    elif pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+        odt = np.int64
+    else:
+        raise TypeError(f"arrow_to_flat: expected a string or binary array, got {t}")
+    n = len(arr)
+    bufs = arr.buffers()
+    if n == 0 or bufs[1] is None:
+        return np.empty(0, np.uint8), np.zeros(n + 1, np.int64)
+    raw = np.frombuffer(bufs[1], dtype=odt)[arr.offset : arr.offset + n + 1]
+    lo, hi = int(raw[0]), int(raw[-1])
+    offsets = raw.astype(np.int64)
+    offsets -= lo
+    if bufs[2] is None or hi == lo:
+        data = np.empty(0, np.uint8)
+    else:
+        data = np.frombuffer(bufs[2], dtype=np.uint8)[lo:hi]
+        # Arrow memory is shared and immutable by contract; make that explicit so that no
+        # kernel writes into it (numba accepts read-only arrays, like np.frombuffer(bytes)).
+        data.flags.writeable = False
+    return data, offsets
+
+
+def _rows_per_batch(md: pq.FileMetaData, rg: int, leaf: int, batch_bytes: int) -> int:
+    """Rows per batch so that a batch holds about ``batch_bytes`` of values (at least one row)."""
+    g = md.row_group(rg)
+    size = max(1, g.column(leaf).total_uncompressed_size)
+    return max(1, min(g.num_rows, int(batch_bytes * g.num_rows // size)))
+
+
+def iter_string_batches(
+    paths: Sequence[Path],
+    column: str | None,
+    *,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    candidates: Sequence[str] | None = None,
+    allow_binary: bool = False,
+) -> Iterator[StringBatch]:
+    """Stream one text column of ``paths`` (in order) as ``StringBatch``es of about ``batch_bytes``.
+
+    All files are checked first (``inspect_inputs``), so a bad file late in the list fails
+    before any batch is produced. ``column=None`` takes the first of ``candidates`` that exists
+    in each file. The batch size in rows is chosen per row group from its uncompressed column
+    size (an estimate: dictionary-encoded columns can give bigger batches); a single row larger
+    than ``batch_bytes`` makes a batch of its own. Nulls raise ``InputError`` naming the file,
+    column and first null row.
+    """
+    if batch_bytes < 1:
+        raise ValueError("batch_bytes must be positive")
+    infos = inspect_inputs(paths, column, candidates=candidates, allow_binary=allow_binary)
+    for info in infos:
+        pf = pq.ParquetFile(info.path)
+        md = pf.metadata
+        leaf = _leaf_index(pf, info.column)
+        row = 0
+        for rg in range(md.num_row_groups):
+            if md.row_group(rg).num_rows == 0:
+                continue
+            bs = _rows_per_batch(md, rg, leaf, batch_bytes)
+            for rb in pf.iter_batches(batch_size=bs, row_groups=[rg], columns=[info.column], use_threads=True):
+                arr = rb.column(0)
+                if arr.null_count:
+                    mask = arr.is_null().to_numpy(zero_copy_only=False)
+                    raise _null_error(info.path, info.column, row + int(np.argmax(mask)))
+                data, offsets = arrow_to_flat(arr)
+                n = len(arr)
+                yield StringBatch(data, offsets, info.path, row, n)
+                row += n
+
+
+def read_column_rows(path: str | os.PathLike, column: str, rows: Sequence[int]) -> list:
+    """The values at ``rows`` (0-based, within the file) of ``column``, as Python objects
+    (``str`` for string columns, ``bytes`` for binary), in the order of ``rows``.
+
+    Reads only the row groups that hold the requested rows.
+    """
+    pf = pq.ParquetFile(path)
+    md = pf.metadata
+    if column not in pf.schema_arrow.names:
+        raise InputError(f"{path}: no column {column!r}; its columns are {pf.schema_arrow.names}")
+    starts = np.cumsum([0] + [md.row_group(i).num_rows for i in range(md.num_row_groups)])
+    rows = [int(r) for r in rows]
+    for r in rows:
+        if not 0 <= r < md.num_rows:
+            raise IndexError(f"{path}: row {r} out of range (the file has {md.num_rows} rows)")
+    out: list = [None] * len(rows)
+    by_rg: dict[int, list[int]] = {}
+    for k, r in enumerate(rows):
+        by_rg.setdefault(int(np.searchsorted(starts, r, side="right") - 1), []).append(k)
+    for rg, ks in by_rg.items():
+        arr = pf.read_row_group(rg, columns=[column]).column(0)
+        base = int(starts[rg])
+        for k in ks:
+            out[k] = arr[rows[k] - base].as_py()
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Atomic output
+# ----------------------------------------------------------------------------------------------
+
+_TEMP_RE = re.compile(r"\.tmp-(\d+)-[0-9a-f]+$")
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class AtomicFile:
+    """A file written under ``<final>.tmp-<pid>-<random>`` and renamed onto ``final`` when done.
+
+    ``finish()`` flushes, fsyncs and closes the temporary; ``rename()`` moves it onto the final
+    name (replacing an old file atomically); ``commit()`` does both; ``discard()`` deletes the
+    temporary. Use through ``atomic_output`` or ``AtomicGroup``.
+    """
+
+    def __init__(self, final_path: str | os.PathLike, mode: str = "wb", **open_kwargs):
+        if not mode.startswith("w"):
+            raise ValueError("AtomicFile writes new files only: mode must start with 'w'")
+        self.final_path = Path(final_path)
+        self.temp_path = self.final_path.with_name(f"{self.final_path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+        self.file = open(self.temp_path, mode, **open_kwargs)
+        self.state = "open"
+
+    def finish(self) -> None:
+        if self.state != "open":
+            return
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.file.close()
+        self.state = "finished"
+
+    def rename(self) -> None:
+        if self.state == "open":
+            self.finish()
+        if self.state != "finished":
+            raise RuntimeError(f"cannot rename {self.temp_path}: it is {self.state}")
+        os.replace(self.temp_path, self.final_path)
+        self.state = "committed"
+
+    def commit(self) -> None:
+        self.finish()
+        self.rename()
+        _fsync_dir(self.final_path.parent)
+
+    def discard(self) -> None:
+        if self.state in ("committed", "discarded"):
+            return
+        try:
+            self.file.close()
+        except Exception:  # closing a broken file must not hide the original error
+            pass
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.temp_path)
+        self.state = "discarded"
+
+
+@contextlib.contextmanager
+def atomic_output(final_path: str | os.PathLike, mode: str = "wb", **open_kwargs):
+    """``with atomic_output(path) as f: f.write(...)``: ``path`` appears only once complete.
+
+    The temporary is fsynced and renamed on success; on any exception (KeyboardInterrupt
+    included) it is deleted and the exception propagates; an old file at ``path`` is then untouched.
+    """
+    af = AtomicFile(final_path, mode, **open_kwargs)
+    try:
+        yield af.file
+    except BaseException:
+        af.discard()
+        raise
+    af.commit()
+
+
+class AtomicGroup:
+    """Several ``AtomicFile``s that appear together: nothing is renamed until ``commit()``.
+
+    ``open(path)`` starts a file; files opened later are renamed later, so open the sidecar
+    (e.g. ``meta.json``) last and it appears last. Leaving the ``with`` block by an exception
+    deletes every temporary; leaving it normally commits whatever is not yet committed. For
+    work between "all data durable" and "renamed", call ``finish()`` then ``commit()``.
+    """
+
+    def __init__(self):
+        self.files: list[AtomicFile] = []
+
+    def open(self, final_path: str | os.PathLike, mode: str = "wb", **open_kwargs) -> AtomicFile:
+        af = AtomicFile(final_path, mode, **open_kwargs)
+        self.files.append(af)
+        return af
+
+    def finish(self) -> None:
+        for af in self.files:
+            af.finish()
+
+    def commit(self) -> None:
+        self.finish()
+        for af in self.files:
+            if af.state != "committed":
+                af.rename()
+        for parent in {af.final_path.parent for af in self.files}:
+            _fsync_dir(parent)
+
+    def discard(self) -> None:
+        for af in self.files:
+            af.discard()
+
+    def __enter__(self) -> "AtomicGroup":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.discard()
+        else:
+            self.commit()
+
+
+def write_json_atomic(path: str | os.PathLike, obj, *, sort_keys: bool = False) -> None:
+    """Write ``obj`` as JSON (indent 2, UTF-8, trailing newline) through a temporary name."""
+    text = json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n"
+    with atomic_output(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temps(directory: str | os.PathLike) -> list[Path]:
+    """Delete ``*.tmp-<pid>-<hex>`` files in ``directory`` left by processes that are gone
+    (a run killed with SIGKILL cannot clean up after itself). Returns what was removed."""
+    removed = []
+    d = Path(directory)
+    if not d.is_dir():
+        return removed
+    for p in d.iterdir():
+        m = _TEMP_RE.search(p.name)
+        if m and p.is_file() and not _pid_alive(int(m.group(1))):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+            removed.append(p)
+    return removed

@@ -1,0 +1,282 @@
+"""fastenc.arrow_io: inputs, zero-copy batches, errors, atomic output."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fastenc.arrow_io import (
+    AtomicGroup,
+    StringBatch,
+    arrow_to_flat,
+    atomic_output,
+    inspect_inputs,
+    iter_string_batches,
+    read_column_rows,
+    remove_stale_temps,
+    resolve_inputs,
+    write_json_atomic,
+)
+from fastenc.errors import InputError
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+DOCS = SHARED / "text" / "docs.parquet"
+needs_shared = pytest.mark.skipif(not DOCS.exists(), reason="shared corpus ../shared/data not present (fresh clone)")
+
+
+def _docs(batches) -> list[bytes]:
+    out = []
+    for b in batches:
+        assert isinstance(b, StringBatch)
+        assert b.offsets.dtype == np.int64 and b.data.dtype == np.uint8
+        assert b.offsets[0] == 0 and b.offsets[-1] == b.data.size and len(b.offsets) == b.num_rows + 1
+        raw = b.data.tobytes()
+        out.extend(raw[b.offsets[i] : b.offsets[i + 1]] for i in range(b.num_rows))
+    return out
+
+
+def _write(path: Path, table: pa.Table, **kw) -> Path:
+    pq.write_table(table, path, **kw)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# resolve_inputs
+# ---------------------------------------------------------------------------------------------
+
+
+def test_resolve_files_dirs_globs_in_order(tmp_path):
+    t = pa.table({"text": ["a"]})
+    d = tmp_path / "d"
+    d.mkdir()
+    for name in ["b.parquet", "a.parquet", "c.parquet"]:
+        _write(d / name, t)
+    (d / "notes.txt").write_text("not parquet")
+    single = _write(tmp_path / "z.parquet", t)
+    got = resolve_inputs([str(single), str(d), str(d / "[ab].parquet"), str(single)])
+    assert got == [single, d / "a.parquet", d / "b.parquet", d / "c.parquet", d / "a.parquet", d / "b.parquet", single]
+
+
+def test_resolve_errors(tmp_path):
+    with pytest.raises(InputError, match="does not exist"):
+        resolve_inputs([str(tmp_path / "missing.parquet")])
+    with pytest.raises(InputError, match="matches no file"):
+        resolve_inputs([str(tmp_path / "*.parquet")])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="no \\*.parquet"):
+        resolve_inputs([str(tmp_path / "empty")])
+    fake = tmp_path / "fake.parquet"
+    fake.write_bytes(b"id,text\n1,hello\n")
+    with pytest.raises(InputError, match="not a parquet file"):
+        resolve_inputs([str(fake)])
+    with pytest.raises(InputError, match="no input"):
+        resolve_inputs([])
+
+
+# ---------------------------------------------------------------------------------------------
+# arrow_to_flat: sliced, chunked, large, view, dictionary
+# ---------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    values=st.lists(st.text(max_size=12), max_size=30),
+    lo=st.integers(0, 30),
+    length=st.integers(0, 30),
+    large=st.booleans(),
+)
+def test_arrow_to_flat_slices(values, lo, length, large):
+    arr = pa.array(values, type=pa.large_string() if large else pa.string())
+    sl = arr.slice(min(lo, len(values)), length)
+    data, offsets = arrow_to_flat(sl)
+    expect = [v.encode() for v in sl.to_pylist()]
+    assert offsets.dtype == np.int64 and offsets[0] == 0 and len(offsets) == len(expect) + 1
+    raw = data.tobytes()
+    assert [raw[offsets[i] : offsets[i + 1]] for i in range(len(expect))] == expect
+    assert data.size == sum(map(len, expect))
+
+
+def test_arrow_to_flat_is_zero_copy_and_read_only():
+    arr = pa.array(["hello", "wörld", ""]).slice(1)
+    data, _ = arrow_to_flat(arr)
+    assert not data.flags.writeable
+    value_buf = arr.buffers()[2]
+    assert data.__array_interface__["data"][0] == value_buf.address + len("hello")
+
+
+def test_arrow_to_flat_chunked_binary_dictionary_view():
+    chunked = pa.chunked_array([pa.array(["a", "bc"]).slice(1), pa.array(["", "déf"])])
+    data, off = arrow_to_flat(chunked)
+    assert data.tobytes() == "bcdéf".encode() and off.tolist() == [0, 2, 2, 6]
+    data, off = arrow_to_flat(pa.array([b"\xfe\x00", b"x"], type=pa.large_binary()))
+    assert data.tobytes() == b"\xfe\x00x" and off.tolist() == [0, 2, 3]
+    data, off = arrow_to_flat(pa.array(["q", "r", "q"]).dictionary_encode())
+    assert data.tobytes() == b"qrq" and off.tolist() == [0, 1, 2, 3]
+    data, off = arrow_to_flat(pa.array(["long enough to be out of line", "s"], type=pa.string_view()))
+    assert data.tobytes() == b"long enough to be out of lines"
+    data, off = arrow_to_flat(pa.chunked_array([], type=pa.string()))
+    assert data.size == 0 and off.tolist() == [0]
+    with pytest.raises(TypeError):
+        arrow_to_flat(pa.array([1, 2]))
+
+
+# ---------------------------------------------------------------------------------------------
+# iter_string_batches
+# ---------------------------------------------------------------------------------------------
+
+
+@needs_shared
+@pytest.mark.parametrize("batch_bytes", [1 << 16, 3 << 20, 64 << 20])
+def test_batches_equal_read_table_on_shared_corpus(batch_bytes):
+    expect = [s.encode() for s in pq.read_table(DOCS, columns=["text"]).column(0).to_pylist()]
+    batches = list(iter_string_batches([DOCS], "text", batch_bytes=batch_bytes))
+    assert _docs(batches) == expect
+    # first_row counts rows within the file; batches are near the target size on average
+    # (the row count is chosen from each row group's mean row size), never bigger than a row group
+    rows = 0
+    for b in batches:
+        assert b.first_row == rows and b.path == DOCS
+        rows += b.num_rows
+    total = sum(b.data.size for b in batches)
+    n_row_groups = pq.ParquetFile(DOCS).metadata.num_row_groups
+    assert total / len(batches) <= 2 * batch_bytes or len(batches) == n_row_groups
+
+
+def test_batches_several_files_row_groups_and_types(tmp_path):
+    a = _write(tmp_path / "a.parquet", pa.table({"text": ["x" * i for i in range(50)]}), row_group_size=7)
+    b = _write(tmp_path / "b.parquet", pa.table({"text": pa.array(["é", "", "ü" * 3], type=pa.large_string())}))
+    c = _write(tmp_path / "c.parquet", pa.table({"text": pa.array([], type=pa.string())}))
+    got = _docs(iter_string_batches([a, c, b, a], "text", batch_bytes=100))
+    expect = [("x" * i).encode() for i in range(50)]
+    assert got == expect + ["é".encode(), b"", "üüü".encode()] + expect
+
+
+def test_candidates(tmp_path):
+    p1 = _write(tmp_path / "1.parquet", pa.table({"content": ["c1"], "text": ["t1"]}))
+    p2 = _write(tmp_path / "2.parquet", pa.table({"text": ["t2"]}))
+    assert _docs(iter_string_batches([p1, p2], None, candidates=["content", "text"])) == [b"c1", b"t2"]
+    with pytest.raises(InputError, match=r"none of the columns \['content'\].*--column"):
+        list(iter_string_batches([p2], None, candidates=["content"]))
+
+
+def test_missing_column_lists_columns(tmp_path):
+    p = _write(tmp_path / "a.parquet", pa.table({"body": ["x"], "id": [1]}))
+    with pytest.raises(InputError) as ei:
+        list(iter_string_batches([p], "text"))
+    msg = str(ei.value)
+    assert "a.parquet" in msg and "'text'" in msg and "['body', 'id']" in msg and "--column" in msg
+
+
+def test_non_string_column(tmp_path):
+    p = _write(tmp_path / "a.parquet", pa.table({"n": [1, 2], "s": ["a", "b"]}))
+    with pytest.raises(InputError, match=r"'n' has type int64.*\['s'\].*--column"):
+        list(iter_string_batches([p], "n"))
+
+
+def test_binary_only_when_allowed(tmp_path):
+    p = _write(tmp_path / "a.parquet", pa.table({"raw": pa.array([b"\xfe\xffab", b""], type=pa.binary())}))
+    with pytest.raises(InputError, match=r"'raw' has type binary.*cast it to string"):
+        list(iter_string_batches([p], "raw"))
+    assert _docs(iter_string_batches([p], "raw", allow_binary=True)) == [b"\xfe\xffab", b""]
+
+
+def test_nulls_named_with_first_row(tmp_path):
+    vals = ["a"] * 13 + [None] + ["b"] * 5 + [None]
+    p = _write(tmp_path / "a.parquet", pa.table({"text": vals}), row_group_size=4)
+    with pytest.raises(InputError, match=r"a.parquet: column 'text' has a null at row 13 .*fill"):
+        list(iter_string_batches([p], "text"))
+    # without statistics the error comes while streaming, with the same row
+    q = _write(tmp_path / "nostats.parquet", pa.table({"text": vals}), row_group_size=4, write_statistics=False)
+    it = iter_string_batches([q], "text", batch_bytes=1)
+    with pytest.raises(InputError, match=r"null at row 13 "):
+        list(it)
+
+
+def test_bad_file_late_in_list_fails_before_any_batch(tmp_path):
+    good = _write(tmp_path / "good.parquet", pa.table({"text": ["a"]}))
+    bad = _write(tmp_path / "bad.parquet", pa.table({"other": ["a"]}))
+    it = iter_string_batches([good, bad], "text")
+    with pytest.raises(InputError, match="bad.parquet"):
+        next(it)
+
+
+def test_inspect_inputs_reports_sizes(tmp_path):
+    p = _write(tmp_path / "a.parquet", pa.table({"text": ["abc"] * 10}))
+    (info,) = inspect_inputs([p], "text")
+    assert info.num_rows == 10 and info.column == "text" and info.file_bytes == p.stat().st_size
+    assert info.column_bytes > 0 and info.arrow_type == "string"
+
+
+def test_read_column_rows(tmp_path):
+    vals = [f"row {i} ü" for i in range(30)]
+    p = _write(tmp_path / "a.parquet", pa.table({"text": vals}), row_group_size=7)
+    rows = [29, 0, 7, 6, 15, 0]
+    assert read_column_rows(p, "text", rows) == [vals[r] for r in rows]
+    with pytest.raises(IndexError):
+        read_column_rows(p, "text", [30])
+
+
+@needs_shared
+def test_read_column_rows_shared():
+    table = pq.read_table(DOCS, columns=["text"]).column(0)
+    rows = [0, 1999, 2000, 6625]
+    assert read_column_rows(DOCS, "text", rows) == [table[r].as_py() for r in rows]
+
+
+# ---------------------------------------------------------------------------------------------
+# Atomic output
+# ---------------------------------------------------------------------------------------------
+
+
+def test_atomic_output_success_and_failure(tmp_path):
+    target = tmp_path / "out.bin"
+    with atomic_output(target) as f:
+        f.write(b"abc")
+        assert not target.exists() and len(list(tmp_path.iterdir())) == 1
+    assert target.read_bytes() == b"abc"
+    for exc in (ValueError, KeyboardInterrupt):
+        with pytest.raises(exc):
+            with atomic_output(target) as f:
+                f.write(b"partial")
+                raise exc()
+        assert target.read_bytes() == b"abc"  # old content kept, no temp left
+        assert list(tmp_path.iterdir()) == [target]
+
+
+def test_atomic_group_all_or_nothing(tmp_path):
+    with pytest.raises(RuntimeError):
+        with AtomicGroup() as g:
+            g.open(tmp_path / "a").file.write(b"1")
+            g.open(tmp_path / "b").file.write(b"2")
+            raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+    with AtomicGroup() as g:
+        g.open(tmp_path / "a").file.write(b"1")
+        g.open(tmp_path / "b").file.write(b"2")
+        assert sorted(p.name for p in tmp_path.iterdir() if "tmp-" in p.name) and not (tmp_path / "a").exists()
+    assert (tmp_path / "a").read_bytes() == b"1" and (tmp_path / "b").read_bytes() == b"2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
+
+
+def test_write_json_atomic(tmp_path):
+    p = tmp_path / "m.json"
+    write_json_atomic(p, {"b": 1, "a": "ü"}, sort_keys=True)
+    text = p.read_text(encoding="utf-8")
+    assert text.endswith("}\n") and text.index('"a"') < text.index('"b"') and json.loads(text) == {"a": "ü", "b": 1}
+
+
+def test_remove_stale_temps(tmp_path):
+    dead = tmp_path / "x.bin.tmp-999999999-abcd"
+    live = tmp_path / f"y.bin.tmp-{os.getpid()}-abcd"
+    other = tmp_path / "z.bin"
+    for p in (dead, live, other):
+        p.write_bytes(b"")
+    assert remove_stale_temps(tmp_path) == [dead]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name])

@@ -1,0 +1,130 @@
+"""Flat hash tables in numpy arrays, built and probed by the same ``@njit`` code.
+
+Two tables back the BPE merge loop:
+
+* the **pair table** (``uint64[cap]``): one 8-byte slot per mergeable pair,
+  ``(left << 20 | right) << 24 | rank``. Key and value share the slot so a probe touches one
+  cache line; an empty slot is all ones. Ids must be < 2**20 - 1 and ranks < 2**24
+  (checked by ``fastenc.vocab`` before building).
+* the **token table** (``int32[cap]``): token id per slot (-1 = empty), keyed by the token's
+  bytes, which live in ``token_bytes[token_offsets[id]:token_offsets[id + 1]]``. It answers
+  "is this whole piece a token?" (tiktoken's first step, HF's ``ignore_merges``).
+
+Building and probing share the hash functions below, so the tables are only ever built
+here (never by numpy code that might hash differently).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+EMPTY_PAIR_SLOT = np.uint64(0xFFFFFFFFFFFFFFFF)
+ID_BITS = 20
+RANK_BITS = 24
+MAX_ID = (1 << ID_BITS) - 2  # the all-ones id is reserved so that EMPTY never matches a key
+MAX_RANK = (1 << RANK_BITS) - 1
+NO_RANK = -1
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+
+
+@njit(cache=True, inline="always")
+def _pair_key(left, right):
+    return (np.uint64(left) << np.uint64(ID_BITS)) | np.uint64(right)
+
+
+@njit(cache=True, inline="always")
+def _mix_slot(key, mask):
+    return np.int64(((key * _GOLDEN) >> np.uint64(32)) & np.uint64(mask))
+
+
+@njit(cache=True, inline="always")
+def pair_rank(pair_table, left, right):
+    """Rank of merging ``left``+``right``, or ``NO_RANK`` (-1) if the pair never merges."""
+    key = _pair_key(left, right)
+    mask = pair_table.shape[0] - 1
+    slot = _mix_slot(key, mask)
+    while True:
+        entry = pair_table[slot]
+        if entry == EMPTY_PAIR_SLOT:
+            return NO_RANK
+        if (entry >> np.uint64(RANK_BITS)) == key:
+            return np.int64(entry & np.uint64(MAX_RANK))
+        slot = (slot + 1) & mask
+
+
+@njit(cache=True)
+def build_pair_table(lefts, rights, ranks, capacity):
+    """Open-addressing table of pair -> rank. A later duplicate pair overwrites an earlier
+    one, as HF's merges HashMap does; ``capacity`` must be a power of two > 2 * len(lefts)."""
+    table = np.full(capacity, EMPTY_PAIR_SLOT, dtype=np.uint64)
+    mask = capacity - 1
+    for i in range(lefts.shape[0]):
+        key = _pair_key(lefts[i], rights[i])
+        entry = (key << np.uint64(RANK_BITS)) | np.uint64(ranks[i])
+        slot = _mix_slot(key, mask)
+        while True:
+            current = table[slot]
+            if current == EMPTY_PAIR_SLOT or (current >> np.uint64(RANK_BITS)) == key:
+                table[slot] = entry
+                break
+            slot = (slot + 1) & mask
+    return table
+
+
+@njit(cache=True, inline="always")
+def _hash_bytes(data, start, end):
+    h = _FNV_OFFSET
+    for i in range(start, end):
+        h = (h ^ np.uint64(data[i])) * _FNV_PRIME
+    return h ^ (h >> np.uint64(29))
+
+
+@njit(cache=True)
+def token_id_of(token_table, token_bytes, token_offsets, data, start, end):
+    """Id of the token whose bytes equal ``data[start:end]``, or -1."""
+    mask = token_table.shape[0] - 1
+    slot = np.int64(_hash_bytes(data, start, end) & np.uint64(mask))
+    n = end - start
+    while True:
+        tid = token_table[slot]
+        if tid < 0:
+            return -1
+        t0 = token_offsets[tid]
+        if token_offsets[tid + 1] - t0 == n:
+            same = True
+            for k in range(n):
+                if token_bytes[t0 + k] != data[start + k]:
+                    same = False
+                    break
+            if same:
+                return np.int64(tid)
+        slot = (slot + 1) & mask
+
+
+@njit(cache=True)
+def build_token_table(token_bytes, token_offsets, include, capacity):
+    """Hash every id with ``include[id]`` by its bytes. The first id with given bytes wins."""
+    table = np.full(capacity, -1, dtype=np.int32)
+    mask = capacity - 1
+    for tid in range(token_offsets.shape[0] - 1):
+        if not include[tid]:
+            continue
+        start, end = token_offsets[tid], token_offsets[tid + 1]
+        if token_id_of(table, token_bytes, token_offsets, token_bytes, start, end) >= 0:
+            continue
+        slot = np.int64(_hash_bytes(token_bytes, start, end) & np.uint64(mask))
+        while table[slot] >= 0:
+            slot = (slot + 1) & mask
+        table[slot] = tid
+    return table
+
+
+def table_capacity(n_entries: int, load: float = 0.5) -> int:
+    """Smallest power of two that keeps the load factor at or below ``load``."""
+    cap = 16
+    while cap * load < n_entries:
+        cap *= 2
+    return cap

@@ -1,0 +1,301 @@
+"""tokenizer.json -> ``Vocab``: flat numpy tables for the ``@njit`` kernels.
+
+Only what fastenc can encode *exactly* is accepted: a byte-level BPE model with no normalizer,
+and one of two pre-tokenizers (GPT-2's ByteLevel regex, or the URL card's Split + ByteLevel).
+Anything else is refused with a ``VocabError`` that names the field and says what is
+supported; fastenc never silently encodes differently from the reference.
+
+Two merge rules are supported:
+
+* ``"hf"``: HF tokenizers' BPE. Only the listed merges apply, the rank of a pair is its
+  index in ``model.merges`` (a duplicated pair takes its last index, like HF's HashMap), and a
+  whole piece is looked up in the vocabulary first only when ``model.ignore_merges`` is set.
+* ``"tiktoken"``: tiktoken's ``CoreBPE``. Two adjacent parts merge whenever their
+  concatenation is a token, with that token's id as the rank, and a piece that is itself a
+  token is emitted directly. ``fastenc.load("gpt2")`` uses this rule: tiktoken's
+  ``encode_ordinary`` is the reference for GPT-2, and it differs from HF on rare inputs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from fastenc.errors import VocabError
+from fastenc.kernels import tables
+
+from fastenc.kernels import config as cfg
+from fastenc.kernels.config import PRETOK_GPT2, PRETOK_URL
+
+PRETOKENIZER_NAMES = {PRETOK_GPT2: "gpt2", PRETOK_URL: "url"}
+MERGE_RULES = {"hf": cfg.MERGE_RULE_HF, "tiktoken": cfg.MERGE_RULE_TIKTOKEN}
+
+URL_SPLIT_PATTERN = r"https?://|%[0-9A-Fa-f]{2}|[!#$%&'()*+,\-./:;=?@\[\\\]\^_`{|}~]"
+
+
+class Vocab(NamedTuple):
+    """Flat tables of a byte-level BPE vocabulary; pass it whole to the kernels.
+
+    byte_ids       int32[256]   id of each single byte (the initial BPE symbols)
+    pair_table     uint64[cap]  (left, right) -> rank, see ``fastenc.kernels.tables``
+    merge_result   int32[R]     rank -> id of the merged token
+    token_bytes    uint8[B]     bytes of every id, concatenated (added tokens: their UTF-8 text)
+    token_offsets  int64[V+1]   id -> its slice of token_bytes
+    token_table    int32[cap]   bytes -> id, for whole-piece lookups
+    config         int64[4]     see fastenc.kernels.config: merge rule, whole-piece lookup, pre-tokenizer, size
+    """
+
+    byte_ids: np.ndarray
+    pair_table: np.ndarray
+    merge_result: np.ndarray
+    token_bytes: np.ndarray
+    token_offsets: np.ndarray
+    token_table: np.ndarray
+    config: np.ndarray
+
+
+class VocabInfo(NamedTuple):
+    """What the Python side needs to know about a vocabulary beyond the kernel tables."""
+
+    path: str
+    sha256: str
+    vocab_size: int
+    merge_rule: str
+    pretokenizer: str
+    special_tokens: dict  # content -> id
+    output_dtype: np.dtype
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character map used by ByteLevel tokenizers.
+
+    Printable Latin-1 bytes map to themselves; the other 68 bytes map, in byte order, to
+    U+0100 onwards, so that no token string contains white space or control characters.
+    """
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    mapping = {b: chr(b) for b in keep}
+    extra = 0
+    for b in range(256):
+        if b not in mapping:
+            mapping[b] = chr(256 + extra)
+            extra += 1
+    return mapping
+
+
+def _refuse(field: str, found, supported: str) -> VocabError:
+    return VocabError(f"tokenizer.json field {field} = {found!r} is not supported by fastenc; supported: {supported}")
+
+
+def _pretokenizer_kind(spec) -> int:
+    def byte_level_ok(bl, want_regex: bool) -> bool:
+        return (
+            isinstance(bl, dict)
+            and bl.get("type") == "ByteLevel"
+            and not bl.get("add_prefix_space", False)
+            and bool(bl.get("use_regex", True)) == want_regex
+        )
+
+    if byte_level_ok(spec, want_regex=True):
+        return PRETOK_GPT2
+    if isinstance(spec, dict) and spec.get("type") == "Sequence":
+        steps = spec.get("pretokenizers", [])
+        if len(steps) == 2 and byte_level_ok(steps[1], want_regex=False):
+            split = steps[0]
+            pattern = (split.get("pattern") or {}).get("Regex")
+            if (
+                split.get("type") == "Split"
+                and pattern == URL_SPLIT_PATTERN
+                and split.get("behavior") == "Isolated"
+                and not split.get("invert", False)
+            ):
+                return PRETOK_URL
+    raise _refuse(
+        "pre_tokenizer",
+        spec,
+        "ByteLevel(add_prefix_space=false, use_regex=true) (GPT-2), or "
+        "Sequence[Split(Regex(<the URL card's pattern>), behavior=Isolated), "
+        "ByteLevel(add_prefix_space=false, use_regex=false)] (URLs)",
+    )
+
+
+def _check_model(model: dict) -> None:
+    if not isinstance(model, dict) or model.get("type", "BPE") != "BPE":
+        raise _refuse("model.type", (model or {}).get("type"), "'BPE' (byte-level)")
+    if model.get("dropout") not in (None, 0, 0.0):
+        raise _refuse("model.dropout", model.get("dropout"), "null (dropout makes encoding random)")
+    if model.get("byte_fallback"):
+        raise _refuse("model.byte_fallback", True, "false (byte-level BPE needs no fallback)")
+    for field in ("continuing_subword_prefix", "end_of_word_suffix"):
+        if model.get(field) not in (None, ""):
+            raise _refuse(f"model.{field}", model.get(field), "null or empty")
+    if not isinstance(model.get("vocab"), dict) or not isinstance(model.get("merges"), list):
+        raise VocabError("tokenizer.json model.vocab must be an object and model.merges a list")
+
+
+def _check_pipeline(spec: dict) -> None:
+    normalizer = spec.get("normalizer")
+    if normalizer is not None and not (
+        isinstance(normalizer, dict) and normalizer.get("type") == "Sequence" and not normalizer.get("normalizers")
+    ):
+        raise _refuse("normalizer", normalizer, "null (a normalizer would break byte-exact round trips)")
+    post = spec.get("post_processor")
+    if post is not None and not (isinstance(post, dict) and post.get("type") == "ByteLevel"):
+        raise _refuse("post_processor", post, "null or ByteLevel (templates that add tokens are not supported)")
+    decoder = spec.get("decoder")
+    if decoder is not None and not (isinstance(decoder, dict) and decoder.get("type") == "ByteLevel"):
+        raise _refuse("decoder", decoder, "null or ByteLevel")
+    for token in spec.get("added_tokens") or []:
+        if not token.get("special", False):
+            raise _refuse(
+                "added_tokens[].special", False, "special added tokens only (fastenc encodes their text as ordinary text)"
+            )
+
+
+def _parse_merge(merge, index: int) -> tuple[str, str]:
+    if isinstance(merge, str):
+        parts = merge.split(" ")
+    elif isinstance(merge, (list, tuple)):
+        parts = list(merge)
+    else:
+        parts = []
+    if len(parts) != 2 or not all(isinstance(p, str) for p in parts):
+        raise VocabError(f"tokenizer.json model.merges[{index}] = {merge!r} is not a pair 'a b' or [a, b]")
+    return parts[0], parts[1]
+
+
+def load_vocab(path, merge_rule: str = "hf") -> tuple[Vocab, VocabInfo]:
+    """Read, validate and flatten a byte-level BPE ``tokenizer.json``."""
+    path = Path(path)
+    if merge_rule not in MERGE_RULES:
+        raise VocabError(f"merge_rule={merge_rule!r} is unknown; use one of {sorted(MERGE_RULES)}")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise VocabError(f"cannot read tokenizer file {path}: {exc.strerror}; pass a path to a tokenizer.json") from None
+    try:
+        spec = json.loads(raw)
+    except ValueError as exc:
+        raise VocabError(f"{path} is not valid JSON ({exc}); pass a HF tokenizer.json") from None
+    if not isinstance(spec, dict) or "model" not in spec:
+        raise VocabError(f"{path} has no 'model' field; pass a HF tokenizer.json")
+    _check_model(spec["model"])
+    _check_pipeline(spec)
+    pretok = _pretokenizer_kind(spec.get("pre_tokenizer"))
+    model = spec["model"]
+
+    byte_of_char = {c: b for b, c in bytes_to_unicode().items()}
+
+    def token_to_bytes(token: str, where: str) -> bytes:
+        try:
+            return bytes(byte_of_char[c] for c in token)
+        except KeyError as exc:
+            raise VocabError(
+                f"tokenizer.json {where} {token!r} holds {exc.args[0]!r}, which is not a byte-level character; "
+                "fastenc supports byte-level BPE vocabularies only"
+            ) from None
+
+    # --- ids and their bytes ------------------------------------------------------------
+    vocab: dict = model["vocab"]
+    id_to_bytes: dict[int, bytes] = {}
+    for token, tid in vocab.items():
+        if not isinstance(tid, int) or isinstance(tid, bool) or tid < 0:
+            raise VocabError(f"tokenizer.json model.vocab[{token!r}] = {tid!r} is not a non-negative integer id")
+        if tid in id_to_bytes:
+            raise VocabError(f"tokenizer.json model.vocab gives id {tid} to two tokens; ids must be unique")
+        id_to_bytes[tid] = token_to_bytes(token, "model.vocab token")
+    model_ids = set(id_to_bytes)
+    special_tokens: dict[str, int] = {}
+    for i, token in enumerate(spec.get("added_tokens") or []):
+        tid, content = token.get("id"), token.get("content")
+        if not isinstance(tid, int) or tid < 0 or not isinstance(content, str):
+            raise VocabError(f"tokenizer.json added_tokens[{i}] needs an integer 'id' and a string 'content'")
+        if tid in id_to_bytes and tid not in model_ids:
+            raise VocabError(f"tokenizer.json added_tokens[{i}] reuses id {tid}")
+        special_tokens[content] = tid
+        if tid not in model_ids:
+            id_to_bytes[tid] = content.encode("utf-8")
+    vocab_size = max(id_to_bytes) + 1 if id_to_bytes else 0
+    if len(id_to_bytes) != vocab_size:
+        missing = next(i for i in range(vocab_size) if i not in id_to_bytes)
+        raise VocabError(f"tokenizer.json ids are not dense: id {missing} is missing below the largest id {vocab_size - 1}")
+    if vocab_size - 1 > tables.MAX_ID:
+        raise VocabError(f"vocabulary has {vocab_size} ids; fastenc supports at most {tables.MAX_ID + 1}")
+
+    token_offsets = np.zeros(vocab_size + 1, dtype=np.int64)
+    token_offsets[1:] = np.cumsum([len(id_to_bytes[i]) for i in range(vocab_size)])
+    token_bytes = np.frombuffer(b"".join(id_to_bytes[i] for i in range(vocab_size)), dtype=np.uint8).copy()
+
+    byte_ids = np.full(256, -1, dtype=np.int32)
+    for token, tid in vocab.items():
+        raw_token = id_to_bytes[tid]
+        if len(raw_token) == 1 and byte_ids[raw_token[0]] < 0:
+            byte_ids[raw_token[0]] = tid
+    if (byte_ids < 0).any():
+        missing = int(np.flatnonzero(byte_ids < 0)[0])
+        raise VocabError(
+            f"tokenizer.json model.vocab has no token for byte 0x{missing:02X}; byte-level BPE needs all 256 "
+            "single-byte tokens (train with initial_alphabet=ByteLevel.alphabet())"
+        )
+
+    # --- merges -------------------------------------------------------------------------
+    ids_of_bytes = {id_to_bytes[t]: t for t in sorted(model_ids, reverse=True)}  # lowest id wins
+    if merge_rule == "hf":
+        lefts, rights, results = [], [], []
+        for index, merge in enumerate(model["merges"]):
+            a, b = _parse_merge(merge, index)
+            for side in (a, b):
+                if side not in vocab:
+                    raise VocabError(f"tokenizer.json model.merges[{index}] = {merge!r} refers to {side!r}, which is not in model.vocab")
+            if a + b not in vocab:
+                raise VocabError(f"tokenizer.json model.merges[{index}] = {merge!r} makes {a + b!r}, which is not in model.vocab")
+            lefts.append(vocab[a])
+            rights.append(vocab[b])
+            results.append(vocab[a + b])
+        ranks = np.arange(len(lefts), dtype=np.int64)
+        merge_result = np.asarray(results, dtype=np.int32)
+        whole_piece_lookup = bool(model.get("ignore_merges", False))
+    else:
+        # tiktoken: every split of a token into two tokens is a merge, ranked by the token's id.
+        for index, merge in enumerate(model["merges"]):
+            _parse_merge(merge, index)
+        lefts, rights, ranks_list = [], [], []
+        for tid in sorted(model_ids):
+            raw_token = id_to_bytes[tid]
+            for k in range(1, len(raw_token)):
+                left, right = ids_of_bytes.get(raw_token[:k]), ids_of_bytes.get(raw_token[k:])
+                if left is not None and right is not None:
+                    lefts.append(left)
+                    rights.append(right)
+                    ranks_list.append(tid)
+        ranks = np.asarray(ranks_list, dtype=np.int64)
+        merge_result = np.arange(vocab_size, dtype=np.int32)
+        whole_piece_lookup = True
+    if len(ranks) and ranks.max() > tables.MAX_RANK:
+        raise VocabError(f"tokenizer.json has {len(ranks)} merges; fastenc supports at most {tables.MAX_RANK}")
+
+    lefts_a = np.asarray(lefts, dtype=np.int64)
+    rights_a = np.asarray(rights, dtype=np.int64)
+    pair_table = tables.build_pair_table(lefts_a, rights_a, ranks.astype(np.int64), tables.table_capacity(len(lefts_a)))
+    include = np.zeros(vocab_size, dtype=np.bool_)
+    include[list(model_ids)] = True
+    token_table = tables.build_token_table(token_bytes, token_offsets, include, tables.table_capacity(len(model_ids)))
+
+    config = np.zeros(cfg.LENGTH, dtype=np.int64)
+    config[cfg.MERGE_RULE] = MERGE_RULES[merge_rule]
+    config[cfg.WHOLE_PIECE_LOOKUP] = int(whole_piece_lookup)
+    config[cfg.PRETOKENIZER] = pretok
+    config[cfg.VOCAB_SIZE] = vocab_size
+    tables_ = Vocab(byte_ids, pair_table, merge_result, token_bytes, token_offsets, token_table, config)
+    info = VocabInfo(
+        path=str(path),
+        sha256=hashlib.sha256(raw).hexdigest(),
+        vocab_size=vocab_size,
+        merge_rule=merge_rule,
+        pretokenizer=PRETOKENIZER_NAMES[pretok],
+        special_tokens=special_tokens,
+        output_dtype=np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.uint32),
+    )
+    return tables_, info

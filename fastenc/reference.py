@@ -35,3 +35,147 @@ def canonical_ref(url: str) -> str:
     if not (host.startswith("[") or _is_dotted_quad(host)):
         host = ".".join(reversed(host.split(".")))
     return f"{scheme}{userinfo}{at}{host}{colon}{port}{tail}"
+
+
+URL_SPLIT_PATTERN = r"""https?://|%[0-9A-Fa-f]{2}|[!#$%&'()*+,\-./:;=?@\[\\\]\^_`{|}~]"""
+
+
+def url_pieces_ref(text: str) -> list[str]:
+    """The URL card's pre-split: HF ``Split(Regex(URL_SPLIT_PATTERN), behavior="isolated")``.
+
+    Every match is a piece, every non-empty run between matches is a piece, in order;
+    matches are found left to right with leftmost-first alternation, as the `regex` module
+    (and Oniguruma, which HF tokenizers uses) do.
+    """
+    import regex
+
+    pieces = []
+    pos = 0
+    for m in regex.finditer(URL_SPLIT_PATTERN, text):
+        if m.start() > pos:
+            pieces.append(text[pos:m.start()])
+        pieces.append(m.group())
+        pos = m.end()
+    if pos < len(text):
+        pieces.append(text[pos:])
+    return pieces
+
+
+def bpe_ref(piece: bytes, rank_of_pair) -> list[bytes]:
+    """Textbook byte-level BPE: merge the lowest-ranked adjacent pair (leftmost on ties)
+    until none is mergeable. ``rank_of_pair(left: bytes, right: bytes) -> int | None``.
+
+    tiktoken's rule is ``lambda a, b: ranks.get(a + b)``; HF's is a lookup of the pair in the
+    ordered merges list.
+    """
+    parts = [piece[i : i + 1] for i in range(len(piece))]
+    while len(parts) > 1:
+        best, at = None, -1
+        for i in range(len(parts) - 1):
+            rank = rank_of_pair(parts[i], parts[i + 1])
+            if rank is not None and (best is None or rank < best):
+                best, at = rank, i
+        if best is None:
+            break
+        parts[at : at + 2] = [parts[at] + parts[at + 1]]
+    return parts
+
+
+# --- GPT-2 pre-tokenizer (tiktoken's r50k pattern) --------------------------------------------
+
+# For each class, a one-character probe P and a separator X: in the text P + c + X, tiktoken puts
+# P and c in one piece exactly when c is in that class (" ?\p{L}++" for "a", " ?\p{N}++" for "1",
+# " ?[^\s\p{L}\p{N}]++" for "!", "\s+(?!\S)" over "\t" c "\t" before "!" for whitespace). X makes
+# every P start a new piece, so many probes can share one text.
+_CLASS_PROBES = {0: ("!", "\n"), 1: ("a", "\n"), 2: ("1", "\n"), 3: ("\t", "\t!")}
+
+
+def tiktoken_class_probe(codepoints, classes, chunk: int = 1 << 16):
+    """For each code point c and class k, does tiktoken's r50k regex put c in class k?
+
+    Builds throwaway tiktoken Encodings whose only multi-byte tokens are the UTF-8 prefixes of the
+    probed characters and the probe pairs P+c, ranked so that BPE assembles c and then P+c. A token
+    never crosses a piece boundary, so the id of P+c shows up in the output exactly when P and c
+    share a piece. Returns a bool array. Needs tiktoken (a test dependency) but no vocabulary file.
+    Surrogates (U+D800..U+DFFF) cannot be given to tiktoken; they are reported as class 0 (they
+    never come out of a UTF-8 decoder) and as not in any other class.
+    """
+    import numpy as np
+    import tiktoken
+    import tiktoken_ext.openai_public as openai_public
+
+    codepoints = np.asarray(codepoints, dtype=np.int64)
+    classes = np.broadcast_to(np.asarray(classes, dtype=np.int64), codepoints.shape)
+    result = np.zeros(codepoints.shape, dtype=bool)
+    surrogate = (codepoints >= 0xD800) & (codepoints < 0xE000)
+    result[surrogate] = classes[surrogate] == 0
+    todo = np.flatnonzero(~surrogate)
+    for lo in range(0, len(todo), chunk):
+        sel = todo[lo : lo + chunk]
+        chars = [chr(c) for c in codepoints[sel].tolist()]
+        utf8 = [ch.encode("utf-8") for ch in chars]
+        ranks = {bytes([b]): b for b in range(256)}
+        prefixes = {e[:k] for e in utf8 for k in range(2, len(e) + 1)}
+        for p in sorted(prefixes, key=lambda p: (len(p), p)):
+            ranks[p] = len(ranks)
+        pair_id = np.empty(len(sel), dtype=np.int64)
+        for j, (k, e) in enumerate(zip(classes[sel].tolist(), utf8)):
+            key = _CLASS_PROBES[k][0].encode() + e
+            pair_id[j] = ranks.setdefault(key, len(ranks))
+        enc = tiktoken.Encoding(
+            name="class-probe", pat_str=openai_public.r50k_pat_str, mergeable_ranks=ranks, special_tokens={}
+        )
+        for k, (p, x) in _CLASS_PROBES.items():
+            mine = np.flatnonzero(classes[sel] == k)
+            if len(mine):
+                text = "".join(p + chars[j] + x for j in mine.tolist())
+                found = np.asarray(enc.encode_ordinary(text), dtype=np.int64)
+                result[sel[mine]] = np.isin(pair_id[mine], found)
+    return result
+
+
+def _class_set(table, k: int) -> str:
+    """Body of a `regex` character class listing the code points whose table class is k."""
+    import numpy as np
+
+    is_k = np.concatenate(([False], table == k, [False]))
+    edges = np.flatnonzero(is_k[1:] != is_k[:-1])
+    return "".join(f"\\U{a:08x}-\\U{b - 1:08x}" for a, b in zip(edges[0::2].tolist(), edges[1::2].tolist()))
+
+
+def gpt2_ref_pattern() -> str:
+    """tiktoken's r50k pattern for the `regex` module, with \\p{L}, \\p{N} and \\s replaced by the
+    shipped class table (so Unicode-version differences cannot leak in) and `$` by `\\Z`
+    (Python's `$` would also match before a final newline; Rust's does not)."""
+    from fastenc.unicode_classes import LETTER, NUMBER, SPACE, gpt2_class_table
+
+    table = gpt2_class_table()
+    letter, number, space = (_class_set(table, k) for k in (LETTER, NUMBER, SPACE))
+    L, N, S = f"[{letter}]", f"[{number}]", f"[{space}]"
+    other, not_space = f"[^{space}{letter}{number}]", f"[^{space}]"
+    return (
+        rf"'(?:[sdmt]|ll|ve|re)| ?{L}++| ?{N}++| ?{other}++|{S}++\Z|{S}+(?!{not_space})|{S}"
+    )
+
+
+_gpt2_compiled = None  # compiled lazily: building the pattern needs the class table
+
+
+def gpt2_pieces_ref(text: str) -> list[str]:
+    """GPT-2 pre-tokenizer pieces of `text`, as tiktoken's gpt2 encoding splits it."""
+    global _gpt2_compiled
+    if _gpt2_compiled is None:
+        import regex
+
+        _gpt2_compiled = regex.compile(gpt2_ref_pattern())
+    return _gpt2_compiled.findall(text)
+
+
+def gpt2_piece_ends_ref(data: bytes) -> list[int]:
+    """Exclusive byte ends of the GPT-2 pieces of UTF-8 `data`, each invalid byte being one
+    code point of class "other" (decoded with surrogateescape: U+DC80..U+DCFF are "other")."""
+    ends, n = [], 0
+    for piece in gpt2_pieces_ref(data.decode("utf-8", "surrogateescape")):
+        n += len(piece.encode("utf-8", "surrogateescape"))
+        ends.append(n)
+    return ends

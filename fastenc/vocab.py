@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from importlib import resources
 from pathlib import Path
 from typing import NamedTuple
 
@@ -32,6 +33,10 @@ from fastenc.kernels.config import PRETOK_GPT2, PRETOK_URL
 
 PRETOKENIZER_NAMES = {PRETOK_GPT2: "gpt2", PRETOK_URL: "url"}
 MERGE_RULES = {"hf": cfg.MERGE_RULE_HF, "tiktoken": cfg.MERGE_RULE_TIKTOKEN}
+
+# Built-in vocabularies: name -> (folder in fastenc._vocab, merge rule). GPT-2 follows
+# tiktoken (its reference); the URL vocabulary follows HF tokenizers (its reference).
+BUILTIN = {"gpt2": ("gpt2", "tiktoken"), "urls": ("urls", "hf")}
 
 URL_SPLIT_PATTERN = r"https?://|%[0-9A-Fa-f]{2}|[!#$%&'()*+,\-./:;=?@\[\\\]\^_`{|}~]"
 
@@ -67,6 +72,12 @@ class VocabInfo(NamedTuple):
     pretokenizer: str
     special_tokens: dict  # content -> id
     output_dtype: np.dtype
+
+
+def builtin_tokenizer_dir(name: str) -> Path:
+    """The folder of a built-in vocabulary (works for editable and regular installs)."""
+    folder, _ = BUILTIN[name]
+    return Path(str(resources.files("fastenc._vocab") / folder))
 
 
 def bytes_to_unicode() -> dict[int, str]:

@@ -1,0 +1,97 @@
+"""The BPE merge kernel against the textbook reference, under both merge rules."""
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fastenc.kernels.bpe import HEAP_THRESHOLD, _merge_long, _merge_small, bpe_piece
+from fastenc.reference import bpe_ref
+from fastenc.vocab import builtin_tokenizer_dir, bytes_to_unicode, load_vocab
+
+GPT2_JSON = builtin_tokenizer_dir("gpt2") / "tokenizer.json"
+
+
+@pytest.fixture(scope="module")
+def gpt2_tables():
+    spec = json.loads(GPT2_JSON.read_text(encoding="utf-8"))
+    byte_of = {c: b for b, c in bytes_to_unicode().items()}
+    to_bytes = lambda tok: bytes(byte_of[c] for c in tok)  # noqa: E731
+    token_ids = {to_bytes(t): i for t, i in spec["model"]["vocab"].items()}
+    merges = {}
+    for rank, m in enumerate(spec["model"]["merges"]):
+        a, b = m.split(" ") if isinstance(m, str) else m
+        merges.setdefault((to_bytes(a), to_bytes(b)), rank)
+    return token_ids, merges
+
+
+def _kernel(vocab, piece: bytes, fn=bpe_piece) -> list[int]:
+    data = np.frombuffer(piece, dtype=np.uint8)
+    out = np.empty(len(piece), dtype=np.int64)
+    n = fn(data, 0, len(data), vocab, out, 0)
+    return out[:n].tolist()
+
+
+@pytest.fixture(scope="module")
+def tiktoken_rule():
+    return load_vocab(GPT2_JSON, merge_rule="tiktoken")[0]
+
+
+@pytest.fixture(scope="module")
+def hf_rule():
+    return load_vocab(GPT2_JSON, merge_rule="hf")[0]
+
+
+PIECES = st.one_of(
+    st.binary(min_size=1, max_size=40),
+    st.text(alphabet=st.sampled_from(list("aeiou thnrsl'0123456789")), min_size=1, max_size=90).map(str.encode),
+    st.text(min_size=1, max_size=30).map(lambda s: s.encode("utf-8", "replace")).filter(bool),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(piece=PIECES)
+def test_both_rules_match_reference(piece, tiktoken_rule, hf_rule, gpt2_tables):
+    token_ids, merges = gpt2_tables
+    tk_parts = bpe_ref(piece, lambda a, b: token_ids.get(a + b))
+    hf_parts = bpe_ref(piece, lambda a, b: merges.get((a, b)))
+    # tiktoken emits a piece that is itself a token directly.
+    expected_tk = [token_ids[piece]] if piece in token_ids else [token_ids[p] for p in tk_parts]
+    assert _kernel(tiktoken_rule, piece) == expected_tk
+    assert _kernel(hf_rule, piece) == [token_ids[p] for p in hf_parts]
+
+
+@settings(max_examples=500, deadline=None)
+@given(piece=PIECES)
+def test_heap_path_equals_simple_path(piece, tiktoken_rule):
+    # The heap merge is used above HEAP_THRESHOLD bytes; it must agree everywhere.
+    assert _kernel(tiktoken_rule, piece, _merge_long) == _kernel(tiktoken_rule, piece, _merge_small)
+
+
+def test_long_repetitive_pieces_are_exact_and_not_quadratic(tiktoken_rule, gpt2_tables):
+    token_ids, _ = gpt2_tables
+    rng = random.Random(7)
+    cases = [b"a" * 5000, b"1" * 3001, b" " * 2048, bytes(rng.choice(b"ab ") for _ in range(700))]
+    for piece in cases:
+        assert len(piece) > HEAP_THRESHOLD
+        expected = [token_ids[p] for p in bpe_ref(piece, lambda a, b: token_ids.get(a + b))]
+        assert _kernel(tiktoken_rule, piece) == expected
+    # A megabyte in one piece: the heap path finishes (the quadratic loop would take hours).
+    ids = _kernel(tiktoken_rule, b"x" * 1_000_000)
+    assert 0 < len(ids) < 1_000_000
+
+
+def test_gpt2_every_token_merges_back_to_itself_under_both_rules(tiktoken_rule, hf_rule):
+    # Finding: GPT-2's merges are self-consistent, so tiktoken's whole-piece shortcut and HF's
+    # merge-only rule agree on every token (the toy vocabulary in test_vocab.py shows where the
+    # rules differ in general). If this ever fails, fastenc.load("gpt2") must keep the
+    # tiktoken rule, and test_vocab_files.py must list the inputs where HF differs.
+    vocab = tiktoken_rule
+    for tid in range(50256):
+        piece = vocab.token_bytes[vocab.token_offsets[tid] : vocab.token_offsets[tid + 1]].tobytes()
+        assert _kernel(hf_rule, piece) == [tid]
+        assert _kernel(tiktoken_rule, piece) == [tid]

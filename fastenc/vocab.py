@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from importlib import resources
 from pathlib import Path
 from typing import NamedTuple
@@ -177,8 +178,12 @@ def _parse_merge(merge, index: int) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
-def load_vocab(path, merge_rule: str = "hf") -> tuple[Vocab, VocabInfo]:
-    """Read, validate and flatten a byte-level BPE ``tokenizer.json``."""
+def load_vocab(path, merge_rule: str = "hf", use_cache: bool = True) -> tuple[Vocab, VocabInfo]:
+    """Read, validate and flatten a byte-level BPE ``tokenizer.json``.
+
+    The flat tables are cached in ``$FASTENC_CACHE_DIR`` (default ``~/.cache/fastenc``) under
+    the file's sha256, so a later process skips parsing and validation (a warm start).
+    """
     path = Path(path)
     if merge_rule not in MERGE_RULES:
         raise VocabError(f"merge_rule={merge_rule!r} is unknown; use one of {sorted(MERGE_RULES)}")
@@ -186,6 +191,47 @@ def load_vocab(path, merge_rule: str = "hf") -> tuple[Vocab, VocabInfo]:
         raw = path.read_bytes()
     except OSError as exc:
         raise VocabError(f"cannot read tokenizer file {path}: {exc.strerror}; pass a path to a tokenizer.json") from None
+    sha256 = hashlib.sha256(raw).hexdigest()
+    cache_file = _cache_dir() / f"vocab-{sha256[:24]}-{merge_rule}-{_TABLES_FORMAT}.npz" if use_cache else None
+    if cache_file is not None and cache_file.is_file():
+        try:
+            return _read_tables(cache_file, str(path))
+        except Exception:  # a stale or damaged cache is rebuilt, never trusted
+            pass
+    tables_, info = _build_vocab(raw, path, merge_rule, sha256)
+    if cache_file is not None:
+        _write_tables(cache_file, tables_, info)
+    return tables_, info
+
+
+# Bump when the table layout or the hash functions in kernels/tables.py change.
+_TABLES_FORMAT = "t1"
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("FASTENC_CACHE_DIR") or Path.home() / ".cache" / "fastenc")
+
+
+def _write_tables(cache_file: Path, tables_: Vocab, info: VocabInfo) -> None:
+    meta = info._replace(output_dtype=info.output_dtype.str)._asdict()
+    try:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_name(f"{cache_file.name}.tmp-{os.getpid()}.npz")
+        np.savez(tmp, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **tables_._asdict())
+        os.replace(tmp, cache_file)
+    except OSError:
+        pass  # a read-only home only costs the next process a rebuild
+
+
+def _read_tables(cache_file: Path, path: str) -> tuple[Vocab, VocabInfo]:
+    with np.load(cache_file) as npz:
+        tables_ = Vocab(**{field: npz[field] for field in Vocab._fields})
+        meta = json.loads(npz["meta"].tobytes())
+    meta.update(path=path, output_dtype=np.dtype(meta["output_dtype"]))
+    return tables_, VocabInfo(**meta)
+
+
+def _build_vocab(raw: bytes, path: Path, merge_rule: str, sha256: str) -> tuple[Vocab, VocabInfo]:
     try:
         spec = json.loads(raw)
     except ValueError as exc:
@@ -302,7 +348,7 @@ def load_vocab(path, merge_rule: str = "hf") -> tuple[Vocab, VocabInfo]:
     tables_ = Vocab(byte_ids, pair_table, merge_result, token_bytes, token_offsets, token_table, config)
     info = VocabInfo(
         path=str(path),
-        sha256=hashlib.sha256(raw).hexdigest(),
+        sha256=sha256,
         vocab_size=vocab_size,
         merge_rule=merge_rule,
         pretokenizer=PRETOKENIZER_NAMES[pretok],

@@ -18,7 +18,7 @@ def progress(total: float | None = None, unit: str = "B", desc: str = "", quiet:
 
     With ``unit="B"`` call ``update(nbytes)``: the bar scales to kB/MB/GB with powers of 1000.
     When stderr is not a terminal (a log file, CI) the bar redraws at most every 10 s, so logs
-    stay short. ``total`` may be an estimate; ``close()`` then shows the true count.
+    stay short, and its last state is kept. ``total`` may be an estimate; ``close()`` then shows the true count.
     """
     is_tty = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
     options = dict(
@@ -29,7 +29,9 @@ def progress(total: float | None = None, unit: str = "B", desc: str = "", quiet:
         disable=quiet,
         dynamic_ncols=True,
         mininterval=0.2 if is_tty else 10.0,
-        leave=is_tty,
+        # on a terminal the bar vanishes and the summary line stays; in a log the last state
+        # stays, ended by a newline, so the summary starts on a line of its own
+        leave=not is_tty,
     )
     if unit == "B":
         options.update(unit_scale=True, unit_divisor=1000)

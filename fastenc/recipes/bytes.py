@@ -1,0 +1,634 @@
+"""Raw-bytes recipe (FineWeb-Edu style): documents -> uint8 shards with 0xFE separators.
+
+Output format (``meta.json`` ``"format": "fastenc-bytes"``, see docs/bytes.md)::
+
+    OUT/train_00000.bin, train_00001.bin, ...   uint8; each document is byte 254 then its UTF-8 bytes
+    OUT/val_00000.bin, ...                      the same, for the validation documents
+    OUT/meta.json                               exact counts per split and per shard (written last)
+
+- Bytes 0..253 are text; 254 (``<|doc|>``) starts every document; 255 never occurs. Bytes 254
+  and 255 cannot occur in valid UTF-8; if a source has them anyway (a binary column, or a
+  string column that is not valid UTF-8) they are dropped and counted (``stripped_bytes``).
+- Val rule: the document with global index ``i`` (0-based, counted over all inputs in the order
+  given, val documents included) goes to val iff ``i % val_every == val_every - 1``: the
+  1000th, 2000th, ... document. ``val_every=0`` puts everything in train.
+- Shard rule: shards end at document boundaries. A document goes into the current shard if the
+  shard is empty or if the document (separator included) still fits within ``shard_bytes``;
+  otherwise it starts the next shard. So every shard starts with 254, holds whole documents
+  and is readable on its own, and is at most ``shard_bytes`` long unless it holds one single
+  document longer than that.
+
+The work is one pass: each Arrow batch's value buffer is packed with its separators by one
+kernel call into a reusable buffer, and the runs of that buffer are written straight to the
+shard files (temporary names; renamed when the whole run succeeded, ``meta.json`` last).
+Memory is a few batches (``batch_bytes``), whatever the input size.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import xxhash
+
+from fastenc.arrow_io import (
+    AtomicGroup,
+    inspect_inputs,
+    iter_string_batches,
+    remove_stale_temps,
+    resolve_inputs,
+    write_json_atomic,
+)
+from fastenc.errors import InputError
+from fastenc.progress import format_bytes, format_rate, progress, summary_line
+
+FORMAT = "fastenc-bytes"
+FORMAT_VERSION = 1
+SEPARATOR = 254
+RESERVED = 255
+DEFAULT_SHARD_BYTES = 500_000_000
+DEFAULT_VAL_EVERY = 1000
+DEFAULT_BATCH_BYTES = 16 << 20
+META_NAME = "meta.json"
+SPLITS = ("train", "val")
+_SHARD_RE = re.compile(r"^(train|val)_(\d{5,})\.bin$")
+
+SHARD_RULE = (
+    "shards end at document boundaries: a document goes into the current shard if the shard is empty or if "
+    "the document (separator included) still fits within shard_bytes, otherwise it starts the next shard; "
+    "every shard starts with 254 and holds whole documents, and is at most shard_bytes long unless it holds "
+    "a single document longer than that"
+)
+
+
+def val_rule_text(val_every: int) -> str:
+    if val_every == 0:
+        return "no val split: every document goes to train"
+    return (
+        f"document i (0-based, counted over all input documents in the order given, val documents included) "
+        f"goes to val iff i % {val_every} == {val_every - 1}, i.e. the {val_every}th, {2 * val_every}th, ... document"
+    )
+
+
+def is_val(i: int | np.ndarray, val_every: int):
+    """The val rule, for one global document index or an array of them."""
+    if val_every == 0:
+        return np.zeros_like(i, dtype=bool) if isinstance(i, np.ndarray) else False
+    return i % val_every == val_every - 1
+
+
+def shard_name(split: str, index: int) -> str:
+    return f"{split}_{index:05d}.bin"
+
+
+# ----------------------------------------------------------------------------------------------
+# Writing
+# ----------------------------------------------------------------------------------------------
+
+
+class _SplitWriter:
+    """Appends packed documents of one split to its shard files, applying the shard rule."""
+
+    def __init__(self, split: str, out_dir: Path, shard_bytes: int, group: AtomicGroup):
+        self.split = split
+        self.out_dir = out_dir
+        self.shard_bytes = shard_bytes
+        self.group = group
+        self.shards: list[dict] = []
+        self._file = None  # AtomicFile of the open shard
+        self._hash = None
+        self._fill = 0
+        self._docs = 0
+        self._first = 0
+
+    def _open(self, first_document: int) -> None:
+        self._file = self.group.open(self.out_dir / shard_name(self.split, len(self.shards)))
+        self._hash = xxhash.xxh3_64()
+        self._fill = 0
+        self._docs = 0
+        self._first = first_document
+
+    def _close(self) -> None:
+        if self._file is None:
+            return
+        self._file.finish()  # fsync now: the data is durable before the final renames
+        self.shards.append(
+            {
+                "file": self._file.final_path.name,
+                "documents": self._docs,
+                "bytes": self._fill,
+                "first_document": self._first,
+                "xxh3_64": self._hash.hexdigest(),
+            }
+        )
+        self._file = None
+
+    def write(self, packed: np.ndarray, csum: np.ndarray, a: int, b: int, first_global: int) -> None:
+        """Write documents ``a..b-1`` of a packed batch (``packed[csum[i]:csum[i+1]]`` is document
+        ``i`` with its separator; ``first_global`` is the global index of document 0)."""
+        while a < b:
+            room = self.shard_bytes - self._fill if self._file is not None else self.shard_bytes
+            # the most documents a..k-1 that fit in the room left
+            k = min(b, int(np.searchsorted(csum, csum[a] + room, side="right")) - 1)
+            if k <= a:
+                if self._file is not None and self._docs:
+                    self._close()  # the next document does not fit: it starts the next shard
+                    continue
+                k = a + 1  # one document longer than a whole shard: a shard of its own
+            if self._file is None:
+                self._open(first_global + a)
+            chunk = packed[csum[a] : csum[k]]
+            self._file.file.write(chunk)
+            self._hash.update(chunk)
+            self._fill += int(csum[k] - csum[a])
+            self._docs += k - a
+            a = k
+
+    def finish(self) -> dict:
+        self._close()
+        docs = sum(s["documents"] for s in self.shards)
+        nbytes = sum(s["bytes"] for s in self.shards)
+        return {"documents": docs, "bytes": nbytes, "text_bytes": nbytes - docs, "shards": self.shards}
+
+
+def _request(infos, column: str, shard_bytes: int, val_every: int) -> dict:
+    from fastenc import __version__
+
+    return {
+        "sources": [[os.path.abspath(i.path), i.file_bytes, Path(i.path).stat().st_mtime_ns] for i in infos],
+        "column": column,
+        "shard_bytes": shard_bytes,
+        "val_every": val_every,
+        "fastenc_version": __version__,
+    }
+
+
+def _finished_same(out_dir: Path, request: dict) -> dict | None:
+    """The existing meta if ``out_dir`` already holds a complete output of this very request."""
+    import json
+
+    meta_path = out_dir / META_NAME
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if meta.get("format") != FORMAT or meta.get("request") != request:
+            return None
+        for split in SPLITS:
+            for s in meta["splits"][split]["shards"]:
+                p = out_dir / s["file"]
+                if not p.is_file() or p.stat().st_size != s["bytes"]:
+                    return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return meta
+
+
+def _own_files(out_dir: Path) -> list[Path]:
+    return [p for p in out_dir.iterdir() if _SHARD_RE.match(p.name) or p.name == META_NAME]
+
+
+def encode_bytes(
+    inputs: Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    *,
+    column: str = "text",
+    shard_bytes: int = DEFAULT_SHARD_BYTES,
+    val_every: int = DEFAULT_VAL_EVERY,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    overwrite: bool = False,
+    quiet: bool = False,
+) -> dict:
+    """Encode the ``column`` documents of ``inputs`` into ``out_dir``; returns the meta (as written).
+
+    ``inputs``: parquet files, directories or globs, read in the order given. ``out_dir`` must be
+    absent or empty; if it already holds the finished output of the same request (same input files,
+    sizes and mtimes, same options and fastenc version) nothing is done and its meta is returned;
+    otherwise a non-empty ``out_dir`` is refused unless ``overwrite``, which replaces the previous
+    train_*/val_*/meta.json files (and leaves other files alone). The output does not depend on
+    ``batch_bytes``.
+    """
+    from fastenc import __version__
+    from fastenc.kernels.bytes_pack import count_high_bytes, pack_documents
+
+    if shard_bytes < 1:
+        raise InputError(f"--shard-bytes must be at least 1 (got {shard_bytes})")
+    if val_every < 0:
+        raise InputError(f"--val-every must be 0 (no val split) or positive (got {val_every})")
+    paths = resolve_inputs([os.fspath(p) for p in inputs])
+    infos = inspect_inputs(paths, column, allow_binary=True)
+    out_dir = Path(out_dir)
+    request = _request(infos, column, shard_bytes, val_every)
+
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"output {out_dir} exists and is not a directory: choose a directory path with -o")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(out_dir)
+    existing = sorted(p.name for p in out_dir.iterdir())
+    if existing:
+        done = _finished_same(out_dir, request)
+        if done is not None and not overwrite:
+            summary_line(f"fastenc bytes: {out_dir} already holds this output (meta.json matches); nothing to do", quiet=quiet)
+            return done
+        if not overwrite:
+            shown = ", ".join(existing[:5]) + (", ..." if len(existing) > 5 else "")
+            raise InputError(
+                f"output directory {out_dir} is not empty ({shown}): pass --overwrite to replace a previous "
+                "fastenc bytes output there, or choose an empty or new directory"
+            )
+
+    t0 = time.perf_counter()
+    total_estimate = sum(i.column_bytes for i in infos)
+    bar = progress(total_estimate, unit="B", desc="bytes", quiet=quiet)
+    sources = []
+    n_docs = 0
+    stripped = 0
+    docs_stripped = 0
+    text_in = 0
+    buf = np.empty(0, np.uint8)
+    group = AtomicGroup()
+    try:
+        writers = {s: _SplitWriter(s, out_dir, shard_bytes, group) for s in SPLITS}
+        first = 0
+        for info in infos:
+            # exact: the footer's row count is the number of documents the file gives
+            sources.append(
+                {
+                    "path": os.path.abspath(info.path),
+                    "rows": info.num_rows,
+                    "file_bytes": info.file_bytes,
+                    "column_type": info.arrow_type,
+                    "first_document": first,
+                }
+            )
+            first += info.num_rows
+        for batch in iter_string_batches(paths, column, batch_bytes=batch_bytes, allow_binary=True):
+            n = batch.num_rows
+            if n == 0:
+                continue
+            data, offsets = batch.data, batch.offsets
+            need = data.size + n
+            if buf.size < need:
+                buf = np.empty(max(need, buf.size + buf.size // 2), np.uint8)
+            strip_from = 256
+            lengths = np.diff(offsets)
+            if data.size and int(data.max()) >= SEPARATOR:
+                counts = np.empty(n, np.int64)
+                s = count_high_bytes(data, offsets, np.uint8(SEPARATOR), counts)
+                if s < 0:
+                    raise AssertionError("count_high_bytes: malformed batch offsets")
+                stripped += int(s)
+                docs_stripped += int(np.count_nonzero(counts))
+                lengths = lengths - counts
+                strip_from = SEPARATOR
+            written = pack_documents(data, offsets, np.uint8(SEPARATOR), np.int64(strip_from), buf)
+            if written < 0:
+                raise AssertionError("pack_documents: malformed batch offsets or short buffer")
+            csum = np.empty(n + 1, np.int64)
+            csum[0] = 0
+            np.cumsum(lengths + 1, out=csum[1:])
+            assert csum[-1] == written
+            packed = buf[:written]
+            # route runs of consecutive documents: val documents are isolated, train runs between
+            pos = 0
+            if val_every:
+                for v in range((val_every - 1 - n_docs) % val_every, n, val_every):
+                    if v > pos:
+                        writers["train"].write(packed, csum, pos, v, n_docs)
+                    writers["val"].write(packed, csum, v, v + 1, n_docs)
+                    pos = v + 1
+            if pos < n:
+                writers["train"].write(packed, csum, pos, n, n_docs)
+            n_docs += n
+            text_in += data.size
+            bar.update(data.size)
+        if n_docs != first:
+            raise InputError(f"the inputs gave {n_docs} documents but their footers announce {first}: a file changed while it was read?")
+        splits = {s: w.finish() for s, w in writers.items()}
+        group.finish()
+    except BaseException:
+        bar.close()
+        group.discard()
+        raise
+    bar.total = bar.n
+    bar.refresh()
+    bar.close()
+
+    total_bytes = splits["train"]["bytes"] + splits["val"]["bytes"]
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "fastenc_version": __version__,
+        "dtype": "uint8",
+        "separator": SEPARATOR,
+        "separator_token": "<|doc|>",
+        "reserved_byte": RESERVED,
+        "column": column,
+        "documents": n_docs,
+        "bytes": total_bytes,
+        "text_bytes": total_bytes - n_docs,
+        "source_text_bytes": text_in,
+        "stripped_bytes": stripped,
+        "documents_with_stripped_bytes": docs_stripped,
+        "val_every": val_every,
+        "val_rule": val_rule_text(val_every),
+        "shard_bytes": shard_bytes,
+        "shard_rule": SHARD_RULE,
+        "splits": splits,
+        "sources": sources,
+        "request": request,
+    }
+
+    # Publish: the shards are durable (fsynced) temporaries now. Remove the old meta first so a
+    # crash below never leaves a meta.json describing a mix of old and new shards.
+    new_names = {af.final_path.name for af in group.files}
+    try:
+        (out_dir / META_NAME).unlink(missing_ok=True)
+        group.commit()
+    except BaseException:
+        group.discard()
+        raise
+    for p in _own_files(out_dir):
+        if p.name != META_NAME and p.name not in new_names:
+            p.unlink()  # a shard of a previous, bigger output (only with --overwrite)
+    write_json_atomic(out_dir / META_NAME, meta)
+
+    dt = time.perf_counter() - t0
+    tr, va = splits["train"], splits["val"]
+    summary_line(
+        f"fastenc bytes: {n_docs:,} documents -> {out_dir}: train {tr['documents']:,} docs in {len(tr['shards'])} shard(s), "
+        f"val {va['documents']:,} docs in {len(va['shards'])} shard(s); {format_bytes(total_bytes)} written in {dt:.2f} s "
+        f"({format_rate(text_in, dt)} of text); {stripped:,} bytes 254/255 stripped",
+        quiet=quiet,
+    )
+    return meta
+
+
+# ----------------------------------------------------------------------------------------------
+# Verification (called by ``fastenc verify``)
+# ----------------------------------------------------------------------------------------------
+
+_CHUNK = 16 << 20
+
+
+def _scan_shard(path: Path) -> dict:
+    """Separator and 255 counts, the first two separator positions and the xxh3 of one shard."""
+    mm = np.memmap(path, dtype=np.uint8, mode="r") if path.stat().st_size else np.empty(0, np.uint8)
+    h = xxhash.xxh3_64()
+    seps = 0
+    reserved = 0
+    first_two: list[int] = []
+    for start in range(0, mm.size, _CHUNK):
+        chunk = mm[start : start + _CHUNK]
+        h.update(chunk)
+        eq = chunk == SEPARATOR
+        c = int(np.count_nonzero(eq))
+        if c and len(first_two) < 2:
+            first_two.extend(int(x) + start for x in np.flatnonzero(eq)[: 2 - len(first_two)])
+        seps += c
+        reserved += int(np.count_nonzero(chunk == RESERVED))
+    first = int(mm[0]) if mm.size else None
+    size = int(mm.size)
+    del mm
+    return {"size": size, "separators": seps, "reserved": reserved, "first_byte": first, "first_two": first_two, "xxh3_64": h.hexdigest()}
+
+
+def _global_index(split: str, ordinal: int, val_every: int) -> int:
+    """Global document index of the ``ordinal``-th document of ``split`` under the val rule."""
+    if val_every == 0:
+        return ordinal
+    if split == "val":
+        return ordinal * val_every + val_every - 1
+    if val_every == 1:
+        raise ValueError("no train documents when val_every == 1")
+    return ordinal + ordinal // (val_every - 1)
+
+
+def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:
+    """Re-check a bytes output directory from its files alone (and against ``source`` if given).
+
+    Checks: meta.json parses and has this format; the files on disk are exactly the shards listed;
+    each shard has its listed size and xxh3, starts with 254, has as many 254 bytes as documents
+    and no 255; the shard rule holds (no shard over shard_bytes unless it is a single document, and
+    the next shard's first document would not have fitted); per-split and total counts add up;
+    the split sizes and each shard's first_document follow the val rule. With ``source``, the
+    documents are re-read and compared byte for byte, in order.
+    """
+    import json
+
+    out_dir = Path(out_dir)
+    problems: list[str] = []
+    report: dict = {"format": FORMAT, "ok": False, "problems": problems, "out_dir": str(out_dir)}
+    try:
+        meta = json.loads((out_dir / META_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        problems.append(f"cannot read {out_dir / META_NAME}: {exc}")
+        return report
+    if meta.get("format") != FORMAT:
+        problems.append(f"meta.json format is {meta.get('format')!r}, expected {FORMAT!r}")
+        return report
+    if meta.get("format_version") != FORMAT_VERSION:
+        problems.append(f"meta.json format_version {meta.get('format_version')!r} is not {FORMAT_VERSION}: use the fastenc that wrote it")
+        return report
+    val_every = int(meta["val_every"])
+    shard_bytes = int(meta["shard_bytes"])
+    if meta.get("separator") != SEPARATOR:
+        problems.append(f"separator is {meta.get('separator')!r}, expected {SEPARATOR}")
+
+    listed = {s["file"] for split in SPLITS for s in meta["splits"][split]["shards"]}
+    on_disk = {p.name for p in out_dir.iterdir() if _SHARD_RE.match(p.name)}
+    for name in sorted(on_disk - listed):
+        problems.append(f"{name} is on disk but not in meta.json (left from another run?)")
+
+    scans: dict[str, dict] = {}
+    totals = {"documents": 0, "bytes": 0}
+    for split in SPLITS:
+        info = meta["splits"][split]
+        shards = info["shards"]
+        docs_sum = 0
+        bytes_sum = 0
+        for k, s in enumerate(shards):
+            name = s["file"]
+            if name != shard_name(split, k):
+                problems.append(f"{split} shard {k} is named {name!r}, expected {shard_name(split, k)!r}")
+            p = out_dir / name
+            if not p.is_file():
+                problems.append(f"{name} is listed in meta.json but missing")
+                continue
+            sc = _scan_shard(p)
+            scans[name] = sc
+            if sc["size"] != s["bytes"]:
+                problems.append(f"{name}: {sc['size']} bytes on disk, meta.json says {s['bytes']}")
+            if sc["first_byte"] != SEPARATOR:
+                problems.append(f"{name}: does not start with byte 254 (first byte {sc['first_byte']})")
+            if sc["separators"] != s["documents"]:
+                problems.append(f"{name}: {sc['separators']} separators (documents), meta.json says {s['documents']}")
+            if sc["reserved"]:
+                problems.append(f"{name}: byte 255 occurs {sc['reserved']} times (it is reserved and must never occur)")
+            if sc["xxh3_64"] != s.get("xxh3_64"):
+                problems.append(f"{name}: xxh3_64 {sc['xxh3_64']} differs from meta.json {s.get('xxh3_64')} (content changed)")
+            if s["bytes"] > shard_bytes and s["documents"] != 1:
+                problems.append(f"{name}: {s['bytes']} bytes > shard_bytes {shard_bytes} with {s['documents']} documents")
+            expect_first = _global_index(split, docs_sum, val_every) if s["documents"] else None
+            if s["documents"] and s.get("first_document") != expect_first:
+                problems.append(f"{name}: first_document {s.get('first_document')} but the val rule gives {expect_first}")
+            docs_sum += s["documents"]
+            bytes_sum += s["bytes"]
+        # shard rule: shard k ended because the next document did not fit
+        for k in range(len(shards) - 1):
+            a, b = shards[k], shards[k + 1]
+            sc = scans.get(b["file"])
+            if sc is None:
+                continue
+            first_doc_size = sc["first_two"][1] if len(sc["first_two"]) > 1 else sc["size"]
+            if a["bytes"] + first_doc_size <= shard_bytes:
+                problems.append(
+                    f"{b['file']}: its first document ({first_doc_size} bytes) would have fitted in {a['file']} "
+                    f"({a['bytes']} of {shard_bytes} bytes): the shard rule was not followed"
+                )
+        if docs_sum != info["documents"] or bytes_sum != info["bytes"] or info.get("text_bytes") != bytes_sum - docs_sum:
+            problems.append(
+                f"{split}: meta.json says {info['documents']} documents / {info['bytes']} bytes / {info.get('text_bytes')} text bytes, "
+                f"its shards add up to {docs_sum} / {bytes_sum} / {bytes_sum - docs_sum}"
+            )
+        totals["documents"] += docs_sum
+        totals["bytes"] += bytes_sum
+
+    n = totals["documents"]
+    if meta["documents"] != n or meta["bytes"] != totals["bytes"] or meta.get("text_bytes") != totals["bytes"] - n:
+        problems.append(f"totals: meta.json says {meta['documents']} documents / {meta['bytes']} bytes, the splits add up to {n} / {totals['bytes']}")
+    expect_val = n // val_every if val_every else 0
+    if meta["splits"]["val"]["documents"] != expect_val:
+        problems.append(f"val has {meta['splits']['val']['documents']} documents; the val rule gives {expect_val} of {n}")
+    if meta.get("source_text_bytes") is not None and meta["source_text_bytes"] - meta["stripped_bytes"] != totals["bytes"] - n:
+        problems.append(
+            f"source_text_bytes {meta['source_text_bytes']} - stripped_bytes {meta['stripped_bytes']} != text bytes written {totals['bytes'] - n}"
+        )
+
+    report.update(
+        documents=n,
+        bytes=totals["bytes"],
+        stripped_bytes=meta.get("stripped_bytes"),
+        splits={s: {k: meta["splits"][s][k] for k in ("documents", "bytes")} | {"shards": len(meta["splits"][s]["shards"])} for s in SPLITS},
+        checked_source=False,
+    )
+    if source is not None and not problems:
+        _compare_with_source(out_dir, meta, [Path(p) for p in source], problems)
+        report["checked_source"] = True
+    report["ok"] = not problems
+    return report
+
+
+class _SplitReader:
+    """Reads one split's shards as one byte stream (shards hold whole documents)."""
+
+    def __init__(self, out_dir: Path, shards: list[dict]):
+        self.files = [out_dir / s["file"] for s in shards]
+        self.i = 0
+        self.f = None
+
+    def read(self, n: int) -> bytes:
+        parts = []
+        while n > 0:
+            if self.f is None:
+                if self.i >= len(self.files):
+                    break
+                self.f = open(self.files[self.i], "rb")
+                self.i += 1
+            got = self.f.read(n)
+            if not got:
+                self.f.close()
+                self.f = None
+                continue
+            parts.append(got)
+            n -= len(got)
+        return b"".join(parts)
+
+    def at_end(self) -> bool:
+        return not self.read(1)
+
+
+def _compare_with_source(out_dir: Path, meta: dict, source: list[Path], problems: list[str]) -> None:
+    """Re-read the source documents (plain Python, independent of the packing kernel) and compare."""
+    val_every = int(meta["val_every"])
+    readers = {s: _SplitReader(out_dir, meta["splits"][s]["shards"]) for s in SPLITS}
+    paths = resolve_inputs([str(p) for p in source])
+    g = 0
+    for batch in iter_string_batches(paths, meta["column"], allow_binary=True):
+        raw = batch.data.tobytes()
+        off = batch.offsets
+        expected = {"train": [], "val": []}
+        for j in range(batch.num_rows):
+            doc = raw[off[j] : off[j + 1]].translate(None, b"\xfe\xff")
+            expected["val" if is_val(g + j, val_every) else "train"].append(b"\xfe" + doc)
+        for split, parts in expected.items():
+            want = b"".join(parts)
+            got = readers[split].read(len(want))
+            if got != want:
+                k = next((i for i, (x, y) in enumerate(zip(got, want)) if x != y), min(len(got), len(want)))
+                problems.append(
+                    f"{split}: content differs from the source in the batch starting at {batch.path} row {batch.first_row} "
+                    f"(global document {g}), at byte {k} of that batch's {split} documents"
+                )
+                return
+        g += batch.num_rows
+    for split, r in readers.items():
+        if not r.at_end():
+            problems.append(f"{split}: the shards hold more bytes than the source documents give")
+    if g != meta["documents"]:
+        problems.append(f"the source has {g} documents, meta.json says {meta['documents']}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?i?[bB]?)\s*$")
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
+          "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30, "gib": 2**30, "ti": 2**40, "tib": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """``'500MB' -> 500_000_000``, ``'64MiB' -> 67108864``, ``'1000' -> 1000`` (decimal units by default)."""
+    m = _SIZE_RE.match(str(text))
+    unit = m.group(2).lower() if m else None
+    if not m or unit not in _UNITS:
+        raise ValueError(f"not a size: {text!r} (use e.g. 500000000, 500MB or 512MiB)")
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+def _size_arg(text: str) -> int:
+    import argparse
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_arguments(p) -> None:
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="parquet files, directories of them, or globs; read in the order given")
+    p.add_argument("-o", "--out", required=True, help="output directory (created; must be empty unless --overwrite)")
+    p.add_argument("--column", default="text", help="text column to read (default: text)")
+    p.add_argument("--shard-bytes", type=_size_arg, default=DEFAULT_SHARD_BYTES,
+                   help="shard size limit; shards end at document boundaries (default: 500MB)")
+    p.add_argument("--val-every", type=int, default=DEFAULT_VAL_EVERY,
+                   help="document i (0-based) goes to val iff i %% N == N-1 (default: 1000; 0: no val split)")
+    p.add_argument("--batch-bytes", type=_size_arg, default=DEFAULT_BATCH_BYTES, help="read batch size (memory; the output does not depend on it)")
+    p.add_argument("--overwrite", action="store_true", help="replace a previous bytes output in OUT")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary line")
+
+
+def run(args) -> int:
+    encode_bytes(
+        args.inputs,
+        args.out,
+        column=args.column,
+        shard_bytes=args.shard_bytes,
+        val_every=args.val_every,
+        batch_bytes=args.batch_bytes,
+        overwrite=args.overwrite,
+        quiet=args.quiet,
+    )
+    return 0

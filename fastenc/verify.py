@@ -1,0 +1,94 @@
+"""``fastenc verify OUT``: re-check a finished output directory from its files alone.
+
+The format is detected from the directory and the check is done by the recipe that wrote it:
+each recipe module exposes ``verify_output(out_dir: Path, source: list[Path] | None) -> dict``
+returning at least ``{"format": str, "ok": bool, "problems": list[str], ...counts}``.
+
+Detection (first match wins):
+
+- ``meta.json`` whose ``"format"`` is ``"fastenc-bytes"``  -> ``fastenc.recipes.bytes``
+- ``summary.json`` at the top (with bucket subdirectories)  -> ``fastenc.recipes.gpt2``
+- ``tokens-s*.json`` sidecars                                -> ``fastenc.recipes.urls``
+
+Recipe modules are imported only when needed (so verifying bytes output never imports the
+tokenizers). A failed verification exits 1 and lists the problems on stderr.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from fastenc.errors import InputError
+
+FORMAT_MODULES = {
+    "fastenc-bytes": "fastenc.recipes.bytes",
+    "gpt2": "fastenc.recipes.gpt2",
+    "urls": "fastenc.recipes.urls",
+}
+
+
+def detect_format(out_dir: Path) -> str:
+    """The format name of ``out_dir`` (a key of ``FORMAT_MODULES``), or ``InputError``."""
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        raise InputError(f"{out_dir} is not a directory: pass the output directory of a fastenc recipe")
+    meta = out_dir / "meta.json"
+    if meta.is_file():
+        try:
+            fmt = json.loads(meta.read_text(encoding="utf-8")).get("format")
+        except (OSError, ValueError, AttributeError):
+            fmt = None
+        if fmt == "fastenc-bytes":
+            return "fastenc-bytes"
+    if (out_dir / "summary.json").is_file():
+        return "gpt2"
+    if any(out_dir.glob("tokens-s*.json")):
+        return "urls"
+    if meta.is_file():
+        raise InputError(f"{meta} is not a fastenc bytes meta.json (no \"format\": \"fastenc-bytes\"): was it written by fastenc?")
+    raise InputError(
+        f"{out_dir} does not look like fastenc output: expected meta.json (bytes), summary.json (gpt2) or "
+        "tokens-s*.json sidecars (urls). Pass the directory given to -o, and check that its run finished"
+    )
+
+
+def verify_dir(out_dir: str | Path, source: Sequence[str | Path] | None = None) -> dict:
+    """Detect the format of ``out_dir`` and run its recipe's ``verify_output``; returns its report."""
+    out_dir = Path(out_dir)
+    fmt = detect_format(out_dir)
+    module_name = FORMAT_MODULES[fmt]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise InputError(f"{out_dir} is {fmt} output but {module_name} is not available ({exc}): update fastenc") from exc
+    src = [Path(p) for p in source] if source else None
+    report = module.verify_output(out_dir, src)
+    report.setdefault("format", fmt)
+    return report
+
+
+def add_arguments(p) -> None:
+    p.add_argument("out", metavar="OUT", help="an output directory written by a fastenc recipe")
+    p.add_argument("--source", nargs="+", metavar="PARQUET",
+                   help="also re-read these inputs (files, directories or globs) and compare the content")
+    p.add_argument("--json", action="store_true", help="print the full report as JSON on stdout")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing; the exit status tells (0 ok, 1 failed)")
+
+
+def run(args) -> int:
+    report = verify_dir(args.out, args.source)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    if not args.quiet:
+        if report["ok"]:
+            counts = ", ".join(f"{k} {v}" for k, v in report.items() if isinstance(v, int) and not isinstance(v, bool))
+            src = " and the source" if report.get("checked_source") else ""
+            print(f"fastenc verify: OK: {args.out} is consistent {report['format']} output{src} ({counts})", file=sys.stderr)
+        else:
+            print(f"fastenc verify: FAILED: {args.out} ({report['format']}): {len(report['problems'])} problem(s)", file=sys.stderr)
+            for problem in report["problems"]:
+                print(f"  - {problem}", file=sys.stderr)
+    return 0 if report["ok"] else 1

@@ -299,6 +299,17 @@ def test_rerun_policy(tmp_path):
     assert verify_dir(out)["ok"]
 
 
+def test_progress_and_summary_on_stderr_unless_quiet(tmp_path, capsys):
+    encode_bytes(str(FIXTURE), tmp_path / "a", shard_bytes=3000)  # a single path is accepted too
+    cap = capsys.readouterr()
+    assert cap.out == ""
+    last = cap.err.strip().splitlines()[-1]
+    assert last.startswith("fastenc bytes: 44 documents") and "train 44 docs in" in last and "bytes 254/255 stripped" in last
+    assert "bytes: 100%" in cap.err and "kB" in cap.err  # the tqdm bar, counting bytes in decimal units
+    encode_bytes([FIXTURE], tmp_path / "b", quiet=True)
+    assert capsys.readouterr() == ("", "")
+
+
 def test_bad_options(tmp_path):
     with pytest.raises(InputError, match="shard-bytes"):
         encode_bytes([FIXTURE], tmp_path / "o", shard_bytes=0)
@@ -380,6 +391,15 @@ def test_verify_against_other_source(good_out, tmp_path):
     other = write_parquet(tmp_path / "other.parquet", docs)
     assert verify_dir(good_out, [FIXTURE])["ok"]
     assert "content differs from the source" in _problems(good_out, [other])
+
+
+def test_verify_malformed_meta(good_out):
+    meta = json.loads((good_out / "meta.json").read_text())
+    meta["splits"]["train"]["shards"][0]["file"] = "../../elsewhere.bin"
+    del meta["splits"]["val"]["shards"][0]["bytes"]
+    (good_out / "meta.json").write_text(json.dumps(meta))
+    text = _problems(good_out)
+    assert "train shard 0 is named '../../elsewhere.bin'" in text and "meta.json is malformed (KeyError" in text
 
 
 def test_verify_unknown_directory(tmp_path):

@@ -216,6 +216,8 @@ def encode_bytes(
         raise InputError(f"--shard-bytes must be at least 1 (got {shard_bytes})")
     if val_every < 0:
         raise InputError(f"--val-every must be 0 (no val split) or positive (got {val_every})")
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
     paths = resolve_inputs([os.fspath(p) for p in inputs])
     infos = inspect_inputs(paths, column, allow_binary=True)
     out_dir = Path(out_dir)
@@ -401,7 +403,7 @@ def _global_index(split: str, ordinal: int, val_every: int) -> int:
     if split == "val":
         return ordinal * val_every + val_every - 1
     if val_every == 1:
-        raise ValueError("no train documents when val_every == 1")
+        return -1  # there are no train documents when every document is val
     return ordinal + ordinal // (val_every - 1)
 
 
@@ -415,22 +417,33 @@ def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:
     the split sizes and each shard's first_document follow the val rule. With ``source``, the
     documents are re-read and compared byte for byte, in order.
     """
+    out_dir = Path(out_dir)
+    report: dict = {"format": FORMAT, "ok": False, "problems": [], "out_dir": str(out_dir)}
+    try:
+        _verify(out_dir, source, report)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        if isinstance(exc, InputError):
+            raise
+        report["problems"].append(f"meta.json is malformed ({type(exc).__name__}: {exc}): rerun the recipe with --overwrite")
+        report["ok"] = False
+    return report
+
+
+def _verify(out_dir: Path, source: Sequence[Path] | None, report: dict) -> None:
     import json
 
-    out_dir = Path(out_dir)
-    problems: list[str] = []
-    report: dict = {"format": FORMAT, "ok": False, "problems": problems, "out_dir": str(out_dir)}
+    problems: list[str] = report["problems"]
     try:
         meta = json.loads((out_dir / META_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         problems.append(f"cannot read {out_dir / META_NAME}: {exc}")
-        return report
+        return
     if meta.get("format") != FORMAT:
         problems.append(f"meta.json format is {meta.get('format')!r}, expected {FORMAT!r}")
-        return report
+        return
     if meta.get("format_version") != FORMAT_VERSION:
         problems.append(f"meta.json format_version {meta.get('format_version')!r} is not {FORMAT_VERSION}: use the fastenc that wrote it")
-        return report
+        return
     val_every = int(meta["val_every"])
     shard_bytes = int(meta["shard_bytes"])
     if meta.get("separator") != SEPARATOR:
@@ -452,6 +465,7 @@ def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:
             name = s["file"]
             if name != shard_name(split, k):
                 problems.append(f"{split} shard {k} is named {name!r}, expected {shard_name(split, k)!r}")
+                continue
             p = out_dir / name
             if not p.is_file():
                 problems.append(f"{name} is listed in meta.json but missing")
@@ -517,7 +531,6 @@ def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:
         _compare_with_source(out_dir, meta, [Path(p) for p in source], problems)
         report["checked_source"] = True
     report["ok"] = not problems
-    return report
 
 
 class _SplitReader:

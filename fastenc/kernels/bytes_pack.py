@@ -8,7 +8,29 @@ checking).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+
+@intrinsic
+def _copy_bytes(typingctx, dst, dst_start, src, src_start, n):
+    """``dst[dst_start:dst_start+n] = src[src_start:src_start+n]`` as one ``llvm.memcpy``.
+
+    Numba's slice assignment between two arrays runs at ~2 GB/s here (it must allow for
+    overlapping arrays); a plain memcpy runs at ~5-6 GB/s. The caller checks the ranges: this
+    does no bounds checking. (An intrinsic is compiled code, so callers stay ``cache=True``.)
+    """
+    sig = types.void(dst, types.intp, src, types.intp, types.intp)
+
+    def codegen(context, builder, signature, args):
+        d, d0, s_, s0, count = args
+        dptr = builder.gep(context.make_array(signature.args[0])(context, builder, d).data, [d0])
+        sptr = builder.gep(context.make_array(signature.args[2])(context, builder, s_).data, [s0])
+        cgutils.raw_memcpy(builder, dptr, sptr, count, 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @njit(cache=True)
@@ -57,7 +79,7 @@ def pack_documents(data, offsets, sep, strip_from, out):
         out[j] = sep
         j += 1
         if strip_from > 255:
-            out[j : j + (b - a)] = data[a:b]
+            _copy_bytes(out, j, data, a, b - a)
             j += b - a
         else:
             for k in range(a, b):

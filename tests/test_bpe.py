@@ -32,7 +32,10 @@ def gpt2_tables():
 def _kernel(vocab, piece: bytes, fn=bpe_piece) -> list[int]:
     data = np.frombuffer(piece, dtype=np.uint8)
     out = np.empty(len(piece), dtype=np.int64)
-    n = fn(data, 0, len(data), vocab, out, 0)
+    if fn is _merge_small:
+        n = fn(data, 0, len(data), vocab.byte_ids, vocab.pair_table, vocab.merge_result, out, 0)
+    else:
+        n = fn(data, 0, len(data), vocab, out, 0)
     return out[:n].tolist()
 
 

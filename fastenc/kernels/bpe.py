@@ -22,14 +22,15 @@ _NO_PAIR = np.int64(1) << np.int64(62)
 
 
 @njit(cache=True)
-def _merge_small(data, start, end, vocab, out, out_pos):
+def _merge_small(data, start, end, byte_ids, pair_table, merge_result, out, out_pos):
+    # The symbols are built in place in out[out_pos:]: one allocation (the ranks) per call.
     n = end - start
-    ids = np.empty(n, dtype=np.int64)
+    ids = out[out_pos : out_pos + n]
     ranks = np.empty(n, dtype=np.int64)
     for i in range(n):
-        ids[i] = vocab.byte_ids[data[start + i]]
+        ids[i] = byte_ids[data[start + i]]
     for i in range(n - 1):
-        r = pair_rank(vocab.pair_table, ids[i], ids[i + 1])
+        r = pair_rank(pair_table, ids[i], ids[i + 1])
         ranks[i] = _NO_PAIR if r == NO_RANK else r
     ranks[n - 1] = _NO_PAIR
     while n > 1:
@@ -41,22 +42,20 @@ def _merge_small(data, start, end, vocab, out, out_pos):
                 at = i
         if at < 0:
             break
-        ids[at] = vocab.merge_result[best]
+        ids[at] = merge_result[best]
         for i in range(at + 1, n - 1):
             ids[i] = ids[i + 1]
             ranks[i] = ranks[i + 1]
         n -= 1
         ranks[n - 1] = _NO_PAIR
         if at + 1 < n:
-            r = pair_rank(vocab.pair_table, ids[at], ids[at + 1])
+            r = pair_rank(pair_table, ids[at], ids[at + 1])
             ranks[at] = _NO_PAIR if r == NO_RANK else r
         else:
             ranks[at] = _NO_PAIR
         if at > 0:
-            r = pair_rank(vocab.pair_table, ids[at - 1], ids[at])
+            r = pair_rank(pair_table, ids[at - 1], ids[at])
             ranks[at - 1] = _NO_PAIR if r == NO_RANK else r
-    for i in range(n):
-        out[out_pos + i] = ids[i]
     return out_pos + n
 
 
@@ -157,5 +156,5 @@ def bpe_piece(data, start, end, vocab, out, out_pos):
             out[out_pos] = tid
             return out_pos + 1
     if n <= HEAP_THRESHOLD:
-        return _merge_small(data, start, end, vocab, out, out_pos)
+        return _merge_small(data, start, end, vocab.byte_ids, vocab.pair_table, vocab.merge_result, out, out_pos)
     return _merge_long(data, start, end, vocab, out, out_pos)

@@ -1,0 +1,200 @@
+"""The Python API: ``fastenc.load(name_or_path) -> Encoder``."""
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from fastenc.errors import InputError, VocabError
+from fastenc.kernels.encode import encode_batch_counts, encode_text, gather_batch
+from fastenc.kernels.piece_cache import (
+    DEFAULT_LONG_SLOTS,
+    DEFAULT_SHORT_SLOTS,
+    LONG_WORDS,
+    SHORT_WORDS,
+    PieceCaches,
+)
+from fastenc.unicode_classes import gpt2_class_table
+from fastenc.vocab import BUILTIN, Vocab, VocabInfo, builtin_tokenizer_dir, load_vocab
+
+def _to_utf8(text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates cannot be UTF-8: replace them with U+FFFD, as tiktoken does.
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+
+
+class Encoder:
+    """A byte-level BPE encoder over one vocabulary.
+
+    ``vocab`` (a ``fastenc.vocab.Vocab`` of numpy arrays) and ``classes`` are what the
+    ``@njit`` kernels in ``fastenc.kernels.encode`` take, for use from your own Numba code.
+    Added/special tokens' text is encoded as ordinary text (like tiktoken's
+    ``encode_ordinary``); their ids only appear in ``decode``.
+    """
+
+    def __init__(self, vocab: Vocab, info: VocabInfo, name: str | None = None):
+        self.vocab = vocab
+        self.info = info
+        self.name = name or info.path
+        self.classes = gpt2_class_table()
+        self._caches = None  # per-task piece caches, kept between calls (they only memoize)
+
+    def __repr__(self) -> str:
+        return f"<fastenc.Encoder {self.name!r} vocab_size={self.info.vocab_size} rule={self.info.merge_rule}>"
+
+    @property
+    def vocab_size(self) -> int:
+        return self.info.vocab_size
+
+    @property
+    def sha256(self) -> str:
+        """sha256 of the tokenizer.json this encoder was loaded from."""
+        return self.info.sha256
+
+    @property
+    def dtype(self) -> np.dtype:
+        """``uint16`` when every id fits, else ``uint32``."""
+        return self.info.output_dtype
+
+    def _task_caches(self) -> PieceCaches:
+        """One pair of piece caches per Numba thread, stacked: ``PieceCaches(short[t], long[t])``."""
+        n_tasks = numba.get_num_threads()
+        if self._caches is None or self._caches.short.shape[0] != n_tasks:
+            self._caches = PieceCaches(
+                np.zeros((n_tasks, DEFAULT_SHORT_SLOTS, SHORT_WORDS), dtype=np.uint64),
+                np.zeros((n_tasks, DEFAULT_LONG_SLOTS, LONG_WORDS), dtype=np.uint64),
+            )
+        return self._caches
+
+    def thread_caches(self, task: int = 0) -> PieceCaches:
+        """The piece caches of one task, for calling ``encode_text`` from your own code."""
+        caches = self._task_caches()
+        return PieceCaches(caches.short[task], caches.long[task])
+
+    # --- encoding -----------------------------------------------------------------------
+    def encode(self, text: str) -> list[int]:
+        """The ids of one text, as a list (HF's ``encode(text).ids`` / tiktoken's ``encode_ordinary``)."""
+        if not isinstance(text, str):
+            raise TypeError(f"Encoder.encode takes a str, got {type(text).__name__}; use encode_bytes for bytes")
+        return self.encode_bytes(_to_utf8(text)).tolist()
+
+    def encode_bytes(self, data: bytes) -> np.ndarray:
+        """The ids of UTF-8 bytes, as an array of ``self.dtype``."""
+        buf = np.frombuffer(data, dtype=np.uint8) if len(data) else np.zeros(0, np.uint8)
+        out = np.empty(len(buf), dtype=self.dtype)
+        n = encode_text(buf, 0, len(buf), self.vocab, self.classes, self.thread_caches(0), out, 0)
+        return out[:n].copy()
+
+    def encode_arrays(self, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Batch-encode flat UTF-8 ``data`` cut by ``offsets`` (int64, n + 1, ascending).
+
+        Returns ``(ids, id_offsets)``: document i's ids are ``ids[id_offsets[i]:id_offsets[i+1]]``.
+        Uses every Numba thread; the result is the same for any thread count.
+        """
+        data = np.ascontiguousarray(data, dtype=np.uint8)
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        if offsets.ndim != 1 or len(offsets) < 1:
+            raise InputError("offsets must be a 1-D int64 array of n_docs + 1 ascending positions")
+        if len(offsets) > 1 and (offsets[0] < 0 or offsets[-1] > len(data) or (np.diff(offsets) < 0).any()):
+            raise InputError("offsets must ascend and stay within data (0 <= offsets[0] <= ... <= offsets[-1] <= len(data))")
+        n_docs = len(offsets) - 1
+        scratch = np.empty(int(offsets[-1] - offsets[0]), dtype=self.dtype)
+        counts = np.zeros(n_docs, dtype=np.int64)
+        if n_docs:
+            caches = self._task_caches()
+            encode_batch_counts(data, offsets, self.vocab, self.classes, caches.short, caches.long, scratch, counts)
+        ids = np.empty(int(counts.sum()), dtype=self.dtype)
+        id_offsets = np.empty(n_docs + 1, dtype=np.int64)
+        if n_docs:
+            gather_batch(scratch, offsets, counts, ids, id_offsets)
+        else:
+            id_offsets[0] = 0
+        return ids, id_offsets
+
+    def encode_batch(self, texts) -> tuple[np.ndarray, np.ndarray]:
+        """Encode a list of ``str`` or a pyarrow string array; returns ``(ids, offsets)``.
+
+        Arrow arrays are read zero-copy from their buffers. Nulls are refused.
+        """
+        import pyarrow as pa
+
+        from fastenc.arrow_io import arrow_to_flat
+
+        if isinstance(texts, (pa.Array, pa.ChunkedArray)):
+            t = texts.type
+            if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)):
+                raise InputError(f"encode_batch takes a string or large_string array, got {t}; cast it first")
+            if texts.null_count:
+                first = next(i for i, v in enumerate(texts.is_null().to_pylist()) if v)
+                raise InputError(
+                    f"encode_batch got {texts.null_count} null value(s), the first at index {first}; "
+                    "drop them or fill them with '' first (pyarrow.compute.fill_null)"
+                )
+            data, offsets = arrow_to_flat(texts)
+        else:
+            texts = list(texts)
+            for i, text in enumerate(texts):
+                if not isinstance(text, str):
+                    raise InputError(f"encode_batch: item {i} is {type(text).__name__}, not str")
+            encoded = [_to_utf8(t) for t in texts]
+            offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+            np.cumsum([len(b) for b in encoded], out=offsets[1:])
+            data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        return self.encode_arrays(data, offsets)
+
+    # --- decoding -----------------------------------------------------------------------
+    def decode_bytes(self, ids) -> bytes:
+        """The bytes of ``ids`` (special tokens decode to their text, as in tiktoken)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
+            bad = int(ids[(ids < 0) | (ids >= self.vocab_size)][0])
+            raise ValueError(f"token id {bad} is out of range for this vocabulary (0..{self.vocab_size - 1})")
+        starts = self.vocab.token_offsets[ids]
+        ends = self.vocab.token_offsets[ids + 1]
+        if not ids.size:
+            return b""
+        lengths = ends - starts
+        # Gather every token's slice at once: position k of the output reads token_bytes at
+        # its token's start plus its offset within the token.
+        out_starts = np.cumsum(lengths) - lengths
+        index = np.repeat(starts - out_starts, lengths) + np.arange(int(lengths.sum()))
+        return self.vocab.token_bytes[index].tobytes()
+
+    def decode(self, ids, errors: str = "replace") -> str:
+        """The text of ``ids``; invalid UTF-8 (a cut multi-byte character) becomes U+FFFD."""
+        return self.decode_bytes(ids).decode("utf-8", errors=errors)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(path: str, merge_rule: str, mtime_ns: int, name: str) -> Encoder:
+    vocab, info = load_vocab(path, merge_rule=merge_rule)
+    return Encoder(vocab, info, name=name)
+
+
+def load(name_or_path: str | os.PathLike = "gpt2", merge_rule: str | None = None) -> Encoder:
+    """An ``Encoder`` for a built-in vocabulary (``"gpt2"``, ``"urls"``) or a tokenizer.json path.
+
+    ``merge_rule`` is ``"hf"`` (HF tokenizers' BPE, the default for paths) or ``"tiktoken"``
+    (the default for ``"gpt2"``, whose reference is tiktoken's ``encode_ordinary``).
+    """
+    key = str(name_or_path)
+    if key in BUILTIN:
+        path = builtin_tokenizer_dir(key) / "tokenizer.json"
+        rule = merge_rule or BUILTIN[key][1]
+        name = key
+    else:
+        path = Path(name_or_path)
+        if path.is_dir():
+            path = path / "tokenizer.json"
+        if not path.is_file():
+            raise VocabError(
+                f"no tokenizer at {name_or_path!r}: pass 'gpt2', 'urls' or the path of a tokenizer.json (or its folder)"
+            )
+        rule = merge_rule or "hf"
+        name = str(path)
+    return _load_cached(str(path), rule, path.stat().st_mtime_ns, name)

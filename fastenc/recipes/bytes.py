@@ -154,6 +154,55 @@ class _SplitWriter:
         return {"documents": docs, "bytes": nbytes, "text_bytes": nbytes - docs, "shards": self.shards}
 
 
+def _pack_batch(data: np.ndarray, offsets: np.ndarray, buf: np.ndarray):
+    """Pack one batch: ``(buf, packed, csum, counts)``.
+
+    ``packed`` (a view of ``buf``, which grows when needed and is returned for reuse) holds every
+    document with its separator; document ``i`` is ``packed[csum[i]:csum[i + 1]]``. ``counts`` is
+    the per-document number of stripped bytes, or None when the batch has no byte >= 254 (the
+    usual case, checked by one vectorised ``max``).
+    """
+    from fastenc.kernels.bytes_pack import count_high_bytes, pack_documents
+
+    n = offsets.size - 1
+    need = data.size + n
+    if buf.size < need:
+        buf = np.empty(max(need, buf.size + buf.size // 2), np.uint8)
+    lengths = np.diff(offsets)
+    counts = None
+    strip_from = 256
+    if data.size and int(data.max()) >= SEPARATOR:
+        counts = np.empty(n, np.int64)
+        if count_high_bytes(data, offsets, np.uint8(SEPARATOR), counts) < 0:
+            raise AssertionError("count_high_bytes: malformed batch offsets")
+        lengths = lengths - counts
+        strip_from = SEPARATOR
+    written = pack_documents(data, offsets, np.uint8(SEPARATOR), np.int64(strip_from), buf)
+    if written < 0:
+        raise AssertionError("pack_documents: malformed batch offsets or short buffer")
+    csum = np.empty(n + 1, np.int64)
+    csum[0] = 0
+    np.cumsum(lengths + 1, out=csum[1:])
+    if csum[-1] != written:
+        raise AssertionError("pack_documents wrote a different size than the document lengths give")
+    return buf, buf[:written], csum, counts
+
+
+def _route(writers: dict, packed: np.ndarray, csum: np.ndarray, first_global: int, val_every: int) -> None:
+    """Send each document of a packed batch to its split, as runs of consecutive documents:
+    val documents are isolated (global index ``i % val_every == val_every - 1``), train runs lie between."""
+    n = csum.size - 1
+    pos = 0
+    if val_every:
+        for v in range((val_every - 1 - first_global) % val_every, n, val_every):
+            if v > pos:
+                writers["train"].write(packed, csum, pos, v, first_global)
+            writers["val"].write(packed, csum, v, v + 1, first_global)
+            pos = v + 1
+    if pos < n:
+        writers["train"].write(packed, csum, pos, n, first_global)
+
+
 def _request(infos, column: str, shard_bytes: int, val_every: int) -> dict:
     from fastenc import __version__
 
@@ -185,6 +234,45 @@ def _finished_same(out_dir: Path, request: dict) -> dict | None:
     return meta
 
 
+def _prepare_out_dir(out_dir: Path, request: dict, overwrite: bool) -> dict | None:
+    """Create ``out_dir`` or check that it may be written; the existing meta if the work is done."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"output {out_dir} exists and is not a directory: choose a directory path with -o")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(out_dir)
+    existing = sorted(p.name for p in out_dir.iterdir())
+    if not existing or overwrite:
+        return None
+    done = _finished_same(out_dir, request)
+    if done is not None:
+        return done
+    shown = ", ".join(existing[:5]) + (", ..." if len(existing) > 5 else "")
+    raise InputError(
+        f"output directory {out_dir} is not empty ({shown}): pass --overwrite to replace a previous "
+        "fastenc bytes output there, or choose an empty or new directory"
+    )
+
+
+def _publish(out_dir: Path, group: AtomicGroup, meta: dict) -> None:
+    """Rename the finished (fsynced) shard temporaries onto their names, then write meta.json.
+
+    The old meta.json goes first, so that a crash in between never leaves a meta.json that
+    describes a mix of old and new shards; old shards that the new output does not have (only
+    with --overwrite) are deleted before the new meta.json appears.
+    """
+    new_names = {af.final_path.name for af in group.files}
+    try:
+        (out_dir / META_NAME).unlink(missing_ok=True)
+        group.commit()
+    except BaseException:
+        group.discard()
+        raise
+    for p in _own_files(out_dir):
+        if p.name != META_NAME and p.name not in new_names:
+            p.unlink()
+    write_json_atomic(out_dir / META_NAME, meta)
+
+
 def _own_files(out_dir: Path) -> list[Path]:
     return [p for p in out_dir.iterdir() if _SHARD_RE.match(p.name) or p.name == META_NAME]
 
@@ -210,7 +298,6 @@ def encode_bytes(
     ``batch_bytes``.
     """
     from fastenc import __version__
-    from fastenc.kernels.bytes_pack import count_high_bytes, pack_documents
 
     if shard_bytes < 1:
         raise InputError(f"--shard-bytes must be at least 1 (got {shard_bytes})")
@@ -223,88 +310,37 @@ def encode_bytes(
     out_dir = Path(out_dir)
     request = _request(infos, column, shard_bytes, val_every)
 
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputError(f"output {out_dir} exists and is not a directory: choose a directory path with -o")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(out_dir)
-    existing = sorted(p.name for p in out_dir.iterdir())
-    if existing:
-        done = _finished_same(out_dir, request)
-        if done is not None and not overwrite:
-            summary_line(f"fastenc bytes: {out_dir} already holds this output (meta.json matches); nothing to do", quiet=quiet)
-            return done
-        if not overwrite:
-            shown = ", ".join(existing[:5]) + (", ..." if len(existing) > 5 else "")
-            raise InputError(
-                f"output directory {out_dir} is not empty ({shown}): pass --overwrite to replace a previous "
-                "fastenc bytes output there, or choose an empty or new directory"
-            )
+    done = _prepare_out_dir(out_dir, request, overwrite)
+    if done is not None:
+        summary_line(f"fastenc bytes: {out_dir} already holds this output (meta.json matches); nothing to do", quiet=quiet)
+        return done
 
     t0 = time.perf_counter()
-    total_estimate = sum(i.column_bytes for i in infos)
-    bar = progress(total_estimate, unit="B", desc="bytes", quiet=quiet)
     sources = []
-    n_docs = 0
-    stripped = 0
-    docs_stripped = 0
-    text_in = 0
+    first = 0
+    for info in infos:
+        # exact: a file gives as many documents as its footer has rows (checked at the end)
+        sources.append({"path": os.path.abspath(info.path), "rows": info.num_rows, "file_bytes": info.file_bytes,
+                        "column_type": info.arrow_type, "first_document": first})
+        first += info.num_rows
+
+    bar = progress(sum(i.column_bytes for i in infos), unit="B", desc="bytes", quiet=quiet)
+    n_docs = stripped = docs_stripped = text_in = 0
     buf = np.empty(0, np.uint8)
     group = AtomicGroup()
     try:
         writers = {s: _SplitWriter(s, out_dir, shard_bytes, group) for s in SPLITS}
-        first = 0
-        for info in infos:
-            # exact: the footer's row count is the number of documents the file gives
-            sources.append(
-                {
-                    "path": os.path.abspath(info.path),
-                    "rows": info.num_rows,
-                    "file_bytes": info.file_bytes,
-                    "column_type": info.arrow_type,
-                    "first_document": first,
-                }
-            )
-            first += info.num_rows
         for batch in iter_string_batches(paths, column, batch_bytes=batch_bytes, allow_binary=True):
-            n = batch.num_rows
-            if n == 0:
+            if batch.num_rows == 0:
                 continue
-            data, offsets = batch.data, batch.offsets
-            need = data.size + n
-            if buf.size < need:
-                buf = np.empty(max(need, buf.size + buf.size // 2), np.uint8)
-            strip_from = 256
-            lengths = np.diff(offsets)
-            if data.size and int(data.max()) >= SEPARATOR:
-                counts = np.empty(n, np.int64)
-                s = count_high_bytes(data, offsets, np.uint8(SEPARATOR), counts)
-                if s < 0:
-                    raise AssertionError("count_high_bytes: malformed batch offsets")
-                stripped += int(s)
+            buf, packed, csum, counts = _pack_batch(batch.data, batch.offsets, buf)
+            if counts is not None:
+                stripped += int(counts.sum())
                 docs_stripped += int(np.count_nonzero(counts))
-                lengths = lengths - counts
-                strip_from = SEPARATOR
-            written = pack_documents(data, offsets, np.uint8(SEPARATOR), np.int64(strip_from), buf)
-            if written < 0:
-                raise AssertionError("pack_documents: malformed batch offsets or short buffer")
-            csum = np.empty(n + 1, np.int64)
-            csum[0] = 0
-            np.cumsum(lengths + 1, out=csum[1:])
-            assert csum[-1] == written
-            packed = buf[:written]
-            # route runs of consecutive documents: val documents are isolated, train runs between
-            pos = 0
-            if val_every:
-                for v in range((val_every - 1 - n_docs) % val_every, n, val_every):
-                    if v > pos:
-                        writers["train"].write(packed, csum, pos, v, n_docs)
-                    writers["val"].write(packed, csum, v, v + 1, n_docs)
-                    pos = v + 1
-            if pos < n:
-                writers["train"].write(packed, csum, pos, n, n_docs)
-            n_docs += n
-            text_in += data.size
-            bar.update(data.size)
+            _route(writers, packed, csum, n_docs, val_every)
+            n_docs += batch.num_rows
+            text_in += batch.data.size
+            bar.update(batch.data.size)
         if n_docs != first:
             raise InputError(f"the inputs gave {n_docs} documents but their footers announce {first}: a file changed while it was read?")
         splits = {s: w.finish() for s, w in writers.items()}
@@ -342,19 +378,7 @@ def encode_bytes(
         "request": request,
     }
 
-    # Publish: the shards are durable (fsynced) temporaries now. Remove the old meta first so a
-    # crash below never leaves a meta.json describing a mix of old and new shards.
-    new_names = {af.final_path.name for af in group.files}
-    try:
-        (out_dir / META_NAME).unlink(missing_ok=True)
-        group.commit()
-    except BaseException:
-        group.discard()
-        raise
-    for p in _own_files(out_dir):
-        if p.name != META_NAME and p.name not in new_names:
-            p.unlink()  # a shard of a previous, bigger output (only with --overwrite)
-    write_json_atomic(out_dir / META_NAME, meta)
+    _publish(out_dir, group, meta)
 
     dt = time.perf_counter() - t0
     tr, va = splits["train"], splits["val"]

@@ -40,18 +40,20 @@ def canonical_ref(url: str) -> str:
 URL_SPLIT_PATTERN = r"""https?://|%[0-9A-Fa-f]{2}|[!#$%&'()*+,\-./:;=?@\[\\\]\^_`{|}~]"""
 
 
-def url_pieces_ref(text: str) -> list[str]:
+def url_pieces_ref(text):
     """The URL card's pre-split: HF ``Split(Regex(URL_SPLIT_PATTERN), behavior="isolated")``.
 
     Every match is a piece, every non-empty run between matches is a piece, in order;
     matches are found left to right with leftmost-first alternation, as the `regex` module
-    (and Oniguruma, which HF tokenizers uses) do.
+    (and Oniguruma, which HF tokenizers uses) do. ``text`` may be ``str`` or ``bytes``
+    (bytes: the same pattern over bytes, for input that is not valid UTF-8).
     """
     import regex
 
+    pattern = URL_SPLIT_PATTERN.encode() if isinstance(text, bytes) else URL_SPLIT_PATTERN
     pieces = []
     pos = 0
-    for m in regex.finditer(URL_SPLIT_PATTERN, text):
+    for m in regex.finditer(pattern, text):
         if m.start() > pos:
             pieces.append(text[pos:m.start()])
         pieces.append(m.group())

@@ -22,7 +22,9 @@ SUBCOMMANDS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI parser. Only ``command``'s module is imported (to add its arguments): the
+    others are listed by name, so one missing optional dependency never breaks the rest."""
     from fastenc import __version__
 
     parser = argparse.ArgumentParser(
@@ -34,8 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        module = importlib.import_module(module_name)
-        module.add_arguments(p)
+        if name == command:
+            importlib.import_module(module_name).add_arguments(p)
         p.set_defaults(_module=module_name)
     return parser
 
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-") and argv[0].endswith(".parquet"):
         argv.insert(0, "urls")
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_module", None):
         parser.print_help(sys.stderr)

@@ -28,6 +28,14 @@ def _to_utf8(text: str) -> bytes:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
 
 
+def _read_only(data: np.ndarray) -> np.ndarray:
+    # Numba compiles a separate specialization for read-only arrays (Arrow buffers, bytes):
+    # handing the kernels read-only input always means one compile, not two.
+    view = data.view()
+    view.flags.writeable = False
+    return view
+
+
 class Encoder:
     """A byte-level BPE encoder over one vocabulary.
 
@@ -85,7 +93,7 @@ class Encoder:
 
     def encode_bytes(self, data: bytes) -> np.ndarray:
         """The ids of UTF-8 bytes, as an array of ``self.dtype``."""
-        buf = np.frombuffer(data, dtype=np.uint8) if len(data) else np.zeros(0, np.uint8)
+        buf = _read_only(np.frombuffer(data, dtype=np.uint8))
         out = np.empty(len(buf), dtype=self.dtype)
         n = encode_text(buf, 0, len(buf), self.vocab, self.classes, self.thread_caches(0), out, 0)
         return out[:n].copy()
@@ -96,7 +104,7 @@ class Encoder:
         Returns ``(ids, id_offsets)``: document i's ids are ``ids[id_offsets[i]:id_offsets[i+1]]``.
         Uses every Numba thread; the result is the same for any thread count.
         """
-        data = np.ascontiguousarray(data, dtype=np.uint8)
+        data = _read_only(np.ascontiguousarray(data, dtype=np.uint8))
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         if offsets.ndim != 1 or len(offsets) < 1:
             raise InputError("offsets must be a 1-D int64 array of n_docs + 1 ascending positions")

@@ -57,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fastenc: interrupted; no partial file was left under a final name", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `fastenc decode ... | head`: the reader left, not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except FastencError as exc:
         print(f"fastenc: error: {exc}", file=sys.stderr)
         return 1

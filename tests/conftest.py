@@ -1,0 +1,79 @@
+"""Shared pytest fixtures: where the shared corpora are, the tiktoken GPT-2 oracle, the docs fixture.
+
+Tests over ../shared/data must run whenever that folder exists and may skip (with a reason) only when
+it does not (a fresh clone). The tiktoken oracle works either way: from ../shared/data/gpt2 when
+present, otherwise rebuilt from the committed vocab/gpt2/tokenizer.json.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+GPT2_TOKENIZER_JSON = REPO / "vocab" / "gpt2" / "tokenizer.json"
+DOCS_FIXTURE = REPO / "tests" / "data" / "docs_fixture.parquet"
+EOT = "<|endoftext|>"
+
+
+def gpt2_byte_decoder() -> dict[str, int]:
+    """GPT-2's bytes_to_unicode(), inverted: the printable stand-in character -> the byte it stands for."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    chars = list(printable)
+    n = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(printable, chars)}
+
+
+def mergeable_ranks_from_tokenizer_json(path: Path) -> dict[bytes, int]:
+    """{token bytes: id} for every non-added token of a byte-level BPE tokenizer.json.
+
+    For GPT-2 this is exactly tiktoken's mergeable_ranks (tiktoken's loader asserts that encoder.json's
+    ids are the merge ranks), so an Encoding built from it is the same oracle as one built from
+    encoder.json + vocab.bpe.
+    """
+    spec = json.loads(path.read_text(encoding="utf-8"))
+    added = {t["content"] for t in spec["added_tokens"]}  # <|endoftext|> is in the model vocab too
+    dec = gpt2_byte_decoder()
+    return {bytes(dec[c] for c in token): i for token, i in spec["model"]["vocab"].items() if token not in added}
+
+
+def build_tiktoken_gpt2(shared_data: Path | None):
+    tiktoken = pytest.importorskip("tiktoken")
+    import tiktoken.load
+    import tiktoken_ext.openai_public as op
+
+    gpt2 = shared_data / "gpt2" if shared_data is not None else None
+    if gpt2 is not None and (gpt2 / "vocab.bpe").is_file() and (gpt2 / "encoder.json").is_file():
+        ranks = tiktoken.load.data_gym_to_mergeable_bpe_ranks(
+            vocab_bpe_file=str(gpt2 / "vocab.bpe"), encoder_json_file=str(gpt2 / "encoder.json"))
+    else:
+        ranks = mergeable_ranks_from_tokenizer_json(GPT2_TOKENIZER_JSON)
+    return tiktoken.Encoding(name="gpt2", pat_str=op.r50k_pat_str, mergeable_ranks=ranks,
+                             special_tokens={EOT: 50256}, explicit_n_vocab=50257)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path | None:
+    """../shared/data beside the checkout, or None in a fresh clone without it."""
+    return SHARED_DATA if SHARED_DATA.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def tiktoken_gpt2(shared_data):
+    """tiktoken's `gpt2` Encoding, built offline (from shared data if present, else from vocab/gpt2)."""
+    return build_tiktoken_gpt2(shared_data)
+
+
+@pytest.fixture(scope="session")
+def docs_fixture():
+    """tests/data/docs_fixture.parquet as a pyarrow Table (id, text, source, lang, gpt2_tokens)."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(DOCS_FIXTURE)

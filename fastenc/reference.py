@@ -146,38 +146,67 @@ def _class_set(table, k: int) -> str:
 
 
 def gpt2_ref_pattern() -> str:
-    """tiktoken's r50k pattern for the `regex` module, with \\p{L}, \\p{N} and \\s replaced by the
-    shipped class table (so Unicode-version differences cannot leak in) and `$` by `\\Z`
-    (Python's `$` would also match before a final newline; Rust's does not)."""
+    r"""tiktoken's r50k pattern for the `regex` module with \p{L}, \p{N} and \s spelled out from
+    the shipped class table (so the regex module's own Unicode version cannot leak in) and `$`
+    as `\Z` (Python's `$` also matches before a final newline, Rust's does not). Slow (~1 MB/s):
+    the independent cross-check of `gpt2_pieces_ref`."""
     from fastenc.unicode_classes import LETTER, NUMBER, SPACE, gpt2_class_table
 
     table = gpt2_class_table()
     letter, number, space = (_class_set(table, k) for k in (LETTER, NUMBER, SPACE))
     L, N, S = f"[{letter}]", f"[{number}]", f"[{space}]"
     other, not_space = f"[^{space}{letter}{number}]", f"[^{space}]"
-    return (
-        rf"'(?:[sdmt]|ll|ve|re)| ?{L}++| ?{N}++| ?{other}++|{S}++\Z|{S}+(?!{not_space})|{S}"
-    )
+    return rf"'(?:[sdmt]|ll|ve|re)| ?{L}++| ?{N}++| ?{other}++|{S}++\Z|{S}+(?!{not_space})|{S}"
 
 
-_gpt2_compiled = None  # compiled lazily: building the pattern needs the class table
+_gpt2_compiled = {}
+
+
+def _compiled(kind: str):
+    if kind not in _gpt2_compiled:
+        import regex
+        import tiktoken_ext.openai_public as openai_public
+
+        pattern = gpt2_ref_pattern() if kind == "classes" else openai_public.r50k_pat_str.replace("$", r"\Z")
+        _gpt2_compiled[kind] = regex.compile(pattern)
+    return _gpt2_compiled[kind]
+
+
+# One ASCII stand-in per class. The pattern looks at a code point's identity only for the ASCII
+# apostrophe, the ASCII space and the lowercase ASCII contraction letters; everywhere else only
+# its class matters. So replacing each non-ASCII code point by a stand-in of its class (per the
+# shipped table) gives the same pieces, code point for code point, and the stock pattern never
+# sees a character on which its Unicode version could disagree with tiktoken's.
+_STAND_IN = {0: "!", 1: "a", 2: "0", 3: "\t"}
 
 
 def gpt2_pieces_ref(text: str) -> list[str]:
-    """GPT-2 pre-tokenizer pieces of `text`, as tiktoken's gpt2 encoding splits it."""
-    global _gpt2_compiled
-    if _gpt2_compiled is None:
-        import regex
+    """GPT-2 pre-tokenizer pieces of `text`, as tiktoken's gpt2 encoding splits it (~10 MB/s).
 
-        _gpt2_compiled = regex.compile(gpt2_ref_pattern())
-    return _gpt2_compiled.findall(text)
+    Runs tiktoken's own r50k pattern (`regex` module) over `text` with every non-ASCII code point
+    replaced by an ASCII stand-in of its class from `gpt2_class_table()`; lone surrogates, which
+    the table calls "other", become "!"."""
+    from fastenc.unicode_classes import gpt2_class_table
+
+    table = gpt2_class_table()
+    subst = {ord(ch): _STAND_IN[int(table[ord(ch)])] for ch in set(text) if ord(ch) >= 0x80}
+    pieces, at = [], 0
+    for piece in _compiled("stock").findall(text.translate(subst)):
+        pieces.append(text[at : at + len(piece)])
+        at += len(piece)
+    return pieces
 
 
-def gpt2_piece_ends_ref(data: bytes) -> list[int]:
+def gpt2_pieces_ref_classes(text: str) -> list[str]:
+    """Same as `gpt2_pieces_ref`, by the other route: `gpt2_ref_pattern()` (explicit classes)."""
+    return _compiled("classes").findall(text)
+
+
+def gpt2_piece_ends_ref(data: bytes, pieces=gpt2_pieces_ref) -> list[int]:
     """Exclusive byte ends of the GPT-2 pieces of UTF-8 `data`, each invalid byte being one
     code point of class "other" (decoded with surrogateescape: U+DC80..U+DCFF are "other")."""
     ends, n = [], 0
-    for piece in gpt2_pieces_ref(data.decode("utf-8", "surrogateescape")):
+    for piece in pieces(data.decode("utf-8", "surrogateescape")):
         n += len(piece.encode("utf-8", "surrogateescape"))
         ends.append(n)
     return ends

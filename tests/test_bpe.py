@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastenc.kernels.bpe import HEAP_THRESHOLD, _merge_long, _merge_small, bpe_piece
+from fastenc.kernels.bpe import HEAP_THRESHOLD, _merge_long, _merge_small, bpe_piece, merge_short_piece
 from fastenc.reference import bpe_ref
 from fastenc.vocab import builtin_tokenizer_dir, bytes_to_unicode, load_vocab
 
@@ -34,6 +34,8 @@ def _kernel(vocab, piece: bytes, fn=bpe_piece) -> list[int]:
     out = np.empty(len(piece), dtype=np.int64)
     if fn is _merge_small:
         n = fn(data, 0, len(data), vocab.byte_ids, vocab.pair_table, vocab.merge_result, out, 0)
+    elif fn is merge_short_piece:
+        n = fn(data, 0, len(data), vocab, np.empty(len(data), dtype=np.int64), out, 0)
     else:
         n = fn(data, 0, len(data), vocab, out, 0)
     return out[:n].tolist()
@@ -66,6 +68,9 @@ def test_both_rules_match_reference(piece, tiktoken_rule, hf_rule, gpt2_tables):
     expected_tk = [token_ids[piece]] if piece in token_ids else [token_ids[p] for p in tk_parts]
     assert _kernel(tiktoken_rule, piece) == expected_tk
     assert _kernel(hf_rule, piece) == [token_ids[p] for p in hf_parts]
+    # The flat hot-path merge used on cache misses gives the same ids under both rules.
+    assert _kernel(tiktoken_rule, piece, merge_short_piece) == expected_tk
+    assert _kernel(hf_rule, piece, merge_short_piece) == [token_ids[p] for p in hf_parts]
 
 
 @settings(max_examples=500, deadline=None)

@@ -2,7 +2,6 @@
 
 Public kernels (callable from other people's ``@njit`` code; all tables are arguments):
 
-* ``encode_piece(data, start, end, vocab, caches, out, out_pos) -> out_pos``
 * ``encode_text(data, start, end, vocab, classes, caches, out, out_pos) -> out_pos``
 * ``encode_batch_counts(data, offsets, vocab, classes, short_caches, long_caches, scratch, counts)``
 * ``gather_batch(scratch, offsets, counts, out, out_offsets)`` (parallel)
@@ -19,59 +18,34 @@ import numpy as np
 from numba import njit, prange
 
 from fastenc.kernels import config as cfg
-from fastenc.kernels.bpe import bpe_piece
+from fastenc.kernels.bpe import HEAP_THRESHOLD, bpe_piece, merge_short_piece
 from fastenc.kernels.piece_cache import PieceCaches, cache_lookup, cache_store, max_piece_bytes, max_piece_ids
 from fastenc.kernels.pretok_gpt2 import gpt2_piece_end
 from fastenc.kernels.pretok_url import url_piece_end
 
 
 @njit(cache=True)
-def _encode_miss(data, start, end, vocab, cache, out, out_pos):
-    # Not inlined: it runs once per distinct piece, and keeping it out of the hot loop
-    # keeps that loop small.
-    new_pos = bpe_piece(data, start, end, vocab, out, out_pos)
-    if cache.shape[0] > 0 and new_pos - out_pos <= max_piece_ids(cache):
-        cache_store(cache, data, start, end, out, out_pos, new_pos - out_pos)
-    return new_pos
-
-
-@njit(cache=True, inline="always")
-def _encode_piece(data, start, end, vocab, byte_ids, short, long, cacheable, out, out_pos):
-    # Written out in full where it is used below, too: Numba's inlining of this function
-    # into the hot loop measured 2.5x slower than the same code written in the loop.
-    n = end - start
-    if n == 1:
-        out[out_pos] = byte_ids[data[start]]
-        return out_pos + 1
-    if cacheable and n <= max_piece_bytes(short):
-        hit = cache_lookup(short, data, start, end, out, out_pos)
-        return hit if hit >= 0 else _encode_miss(data, start, end, vocab, short, out, out_pos)
-    if cacheable and n <= max_piece_bytes(long):
-        hit = cache_lookup(long, data, start, end, out, out_pos)
-        return hit if hit >= 0 else _encode_miss(data, start, end, vocab, long, out, out_pos)
-    return bpe_piece(data, start, end, vocab, out, out_pos)
-
-
-@njit(cache=True)
-def encode_piece(data, start, end, vocab, caches, out, out_pos):
-    """BPE one pre-token piece ``data[start:end]`` through the caches; returns the new out_pos."""
-    cacheable = vocab.config[cfg.VOCAB_SIZE] < 65536  # cached ids are uint16, 0xFFFF reserved
-    return _encode_piece(data, start, end, vocab, vocab.byte_ids, caches.short, caches.long, cacheable, out, out_pos)
-
-
-@njit(cache=True)
 def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
-    """Encode one document ``data[start:end]`` into ``out[out_pos:]``; returns the new out_pos."""
+    """Encode one document ``data[start:end]`` into ``out[out_pos:]``; returns the new out_pos.
+
+    ``out`` needs room for ``end - start`` ids from ``out_pos``; all of that room may be
+    written to (the ids end at the returned position; what lies past it is scratch).
+    """
     byte_ids = vocab.byte_ids
     short = caches.short
     long = caches.long
-    # Cached ids are uint16 with 0xFFFF reserved; larger vocabularies skip the caches.
-    short_max = max_piece_bytes(short) if vocab.config[cfg.VOCAB_SIZE] < 65536 else 1
-    long_max = max_piece_bytes(long) if vocab.config[cfg.VOCAB_SIZE] < 65536 else 1
+    ranks = np.empty(HEAP_THRESHOLD, dtype=np.int64)  # scratch of the short-piece merge
+    out_limit = out_pos + (end - start)
+    # Cached ids are uint16: larger vocabularies skip the caches.
+    cacheable = vocab.config[cfg.VOCAB_SIZE] <= 65536
+    short_bytes = max_piece_bytes(short) if cacheable else 1
+    long_bytes = max_piece_bytes(long) if cacheable else 1
+    short_ids = max_piece_ids(short)
+    long_ids = max_piece_ids(long)
     gpt2 = vocab.config[cfg.PRETOKENIZER] == cfg.PRETOK_GPT2
     pos = start
-    # The hot loop: one pre-token piece per turn. The piece handling is written out here
-    # rather than called (see _encode_piece): no array is passed or assigned per turn.
+    # The hot loop: one pre-token piece per turn. Every function it calls is written so that
+    # Numba emits no reference counting for it (see piece_cache.py): a call costs a few ns.
     while pos < end:
         if gpt2:
             piece_end = gpt2_piece_end(data, pos, end, classes)
@@ -81,18 +55,24 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
         if n == 1:
             out[out_pos] = byte_ids[data[pos]]
             out_pos += 1
-        elif n <= short_max:
-            hit = cache_lookup(short, data, pos, piece_end, out, out_pos)
+        elif n <= long_bytes:
+            hit = -1
+            if n <= short_bytes:
+                hit = cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
+            if hit < 0:  # a short piece with many ids (CJK, emoji) lives in the long cache
+                hit = cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
             if hit >= 0:
                 out_pos = hit
             else:
-                out_pos = _encode_miss(data, pos, piece_end, vocab, short, out, out_pos)
-        elif n <= long_max:
-            hit = cache_lookup(long, data, pos, piece_end, out, out_pos)
-            if hit >= 0:
-                out_pos = hit
-            else:
-                out_pos = _encode_miss(data, pos, piece_end, vocab, long, out, out_pos)
+                new_pos = merge_short_piece(data, pos, piece_end, vocab, ranks, out, out_pos)
+                count = new_pos - out_pos
+                if n <= short_bytes and count <= short_ids:
+                    cache_store(short, data, pos, piece_end, out, out_pos, count)
+                elif count <= long_ids:
+                    cache_store(long, data, pos, piece_end, out, out_pos, count)
+                out_pos = new_pos
+        elif n <= HEAP_THRESHOLD:
+            out_pos = merge_short_piece(data, pos, piece_end, vocab, ranks, out, out_pos)
         else:
             out_pos = bpe_piece(data, pos, piece_end, vocab, out, out_pos)
         pos = piece_end

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastenc.kernels.bpe import HEAP_THRESHOLD, _merge_long, _merge_small, bpe_piece, merge_short_piece
+from fastenc.kernels.bpe import HEAP_THRESHOLD, _merge_long, _merge_small, bpe_piece, merge_long_piece, merge_short_piece
 from fastenc.reference import bpe_ref
 from fastenc.vocab import builtin_tokenizer_dir, bytes_to_unicode, load_vocab
 
@@ -36,6 +36,8 @@ def _kernel(vocab, piece: bytes, fn=bpe_piece) -> list[int]:
         n = fn(data, 0, len(data), vocab.byte_ids, vocab.pair_table, vocab.merge_result, out, 0)
     elif fn is merge_short_piece:
         n = fn(data, 0, len(data), vocab, np.empty(len(data), dtype=np.int64), out, 0)
+    elif fn is merge_long_piece:
+        n = fn(data, 0, len(data), vocab, np.empty(7 * len(data), dtype=np.int64), out, 0)
     else:
         n = fn(data, 0, len(data), vocab, out, 0)
     return out[:n].tolist()
@@ -75,9 +77,12 @@ def test_both_rules_match_reference(piece, tiktoken_rule, hf_rule, gpt2_tables):
 
 @settings(max_examples=500, deadline=None)
 @given(piece=PIECES)
-def test_heap_path_equals_simple_path(piece, tiktoken_rule):
-    # The heap merge is used above HEAP_THRESHOLD bytes; it must agree everywhere.
-    assert _kernel(tiktoken_rule, piece, _merge_long) == _kernel(tiktoken_rule, piece, _merge_small)
+def test_heap_paths_equal_simple_path(piece, tiktoken_rule, hf_rule):
+    # The heap merges are used for long pieces; they must agree everywhere, under both rules.
+    for vocab in (tiktoken_rule, hf_rule):
+        simple = _kernel(vocab, piece, _merge_small)
+        assert _kernel(vocab, piece, _merge_long) == simple
+        assert _kernel(vocab, piece, merge_long_piece) == simple
 
 
 def test_long_repetitive_pieces_are_exact_and_not_quadratic(tiktoken_rule, gpt2_tables):
@@ -88,9 +93,11 @@ def test_long_repetitive_pieces_are_exact_and_not_quadratic(tiktoken_rule, gpt2_
         assert len(piece) > HEAP_THRESHOLD
         expected = [token_ids[p] for p in bpe_ref(piece, lambda a, b: token_ids.get(a + b))]
         assert _kernel(tiktoken_rule, piece) == expected
+        assert _kernel(tiktoken_rule, piece, merge_long_piece) == expected
     # A megabyte in one piece: the heap path finishes (the quadratic loop would take hours).
     ids = _kernel(tiktoken_rule, b"x" * 1_000_000)
     assert 0 < len(ids) < 1_000_000
+    assert _kernel(tiktoken_rule, b"x" * 1_000_000, merge_long_piece) == ids
 
 
 def test_gpt2_every_token_merges_back_to_itself_under_both_rules(tiktoken_rule, hf_rule):

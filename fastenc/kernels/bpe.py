@@ -150,6 +150,120 @@ def merge_short_piece(data, start, end, vocab, ranks, out, out_pos):
 
 
 @njit(cache=True)
+def merge_long_piece(data, start, end, vocab, work, out, out_pos):
+    """``bpe_piece`` for long pieces, O(n log n), written for speed: no calls, one return.
+
+    ``work`` is int64 scratch of at least ``7 * (end - start)``: per symbol (indexed by the
+    piece offset of its first byte) its id, next and previous symbol and the rank of the pair
+    it starts (-1: none), then a binary min-heap of ``rank << 32 | position`` keys. A heap
+    entry is stale when the pair's current rank differs; an equal rank at the same position
+    means the same merge, so popping the minimum valid key is exactly "lowest rank first,
+    leftmost on ties". New pairs wait in ``pending`` (two per merge, every pair at the start)
+    and are ranked and pushed in one place.
+    """
+    byte_ids = vocab.byte_ids
+    pair_table = vocab.pair_table
+    merge_result = vocab.merge_result
+    n = end - start
+    IDS = 0
+    NXT = n
+    PRV = 2 * n
+    RANK = 3 * n
+    HEAP = 4 * n
+    pmask = np.uint64(pair_table.shape[0] - 1)
+    for i in range(n):
+        work[IDS + i] = byte_ids[data[start + i]]
+        work[NXT + i] = i + 1 if i + 1 < n else -1
+        work[PRV + i] = i - 1
+        work[RANK + i] = -1
+    size = 0
+    init_next = 0
+    pending_a = -1
+    pending_b = -1
+    while True:
+        p = -1
+        if init_next < n - 1:
+            p = init_next
+            init_next += 1
+        elif pending_a >= 0:
+            p = pending_a
+            pending_a = -1
+        elif pending_b >= 0:
+            p = pending_b
+            pending_b = -1
+        if p >= 0:
+            # Rank the pair that starts at p and push it.
+            q = work[NXT + p]
+            rank = -1
+            if q >= 0:
+                key = (np.uint64(work[IDS + p]) << np.uint64(20)) | np.uint64(work[IDS + q])
+                slot = ((key * _GOLDEN) >> np.uint64(32)) & pmask
+                while pair_table[slot] != _EMPTY_PAIR:
+                    entry = pair_table[slot]
+                    if (entry >> np.uint64(24)) == key:
+                        rank = np.int64(entry & np.uint64(0xFFFFFF))
+                        break
+                    slot = (slot + np.uint64(1)) & pmask
+            work[RANK + p] = rank
+            if rank >= 0:
+                k = size
+                work[HEAP + k] = (rank << np.int64(32)) | p
+                size += 1
+                while k > 0:  # sift up
+                    parent = (k - 1) >> 1
+                    if work[HEAP + parent] <= work[HEAP + k]:
+                        break
+                    tmp = work[HEAP + parent]
+                    work[HEAP + parent] = work[HEAP + k]
+                    work[HEAP + k] = tmp
+                    k = parent
+            continue
+        if size == 0:
+            break
+        top = work[HEAP]
+        size -= 1
+        work[HEAP] = work[HEAP + size]
+        k = 0
+        while True:  # sift down
+            child = 2 * k + 1
+            if child >= size:
+                break
+            if child + 1 < size and work[HEAP + child + 1] < work[HEAP + child]:
+                child += 1
+            if work[HEAP + k] <= work[HEAP + child]:
+                break
+            tmp = work[HEAP + child]
+            work[HEAP + child] = work[HEAP + k]
+            work[HEAP + k] = tmp
+            k = child
+        rank = top >> np.int64(32)
+        at = top & np.int64(0xFFFFFFFF)
+        if work[RANK + at] != rank:
+            continue  # stale: the pair at `at` changed since this entry was pushed
+        right = work[NXT + at]
+        work[IDS + at] = merge_result[rank]
+        work[RANK + right] = -1  # `right` is gone
+        after = work[NXT + right]
+        work[NXT + at] = after
+        if after >= 0:
+            work[PRV + after] = at
+        pending_a = at
+        pending_b = work[PRV + at]
+        work[RANK + at] = -2  # re-ranked (from pending) before the next pop
+        if pending_b >= 0:
+            work[RANK + pending_b] = -2
+    count = 0
+    i = 0
+    while i >= 0:
+        out[out_pos + count] = work[IDS + i]
+        count += 1
+        i = work[NXT + i]
+    if (data.shape[0] | work.shape[0] | out.shape[0] | byte_ids.shape[0] | pair_table.shape[0] | merge_result.shape[0]) < 0:
+        count = 0
+    return out_pos + count
+
+
+@njit(cache=True)
 def _heap_push(heap, size, key):
     i = size
     heap[i] = key

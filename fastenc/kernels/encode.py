@@ -18,8 +18,15 @@ import numpy as np
 from numba import njit, prange
 
 from fastenc.kernels import config as cfg
-from fastenc.kernels.bpe import HEAP_THRESHOLD, bpe_piece, merge_short_piece
-from fastenc.kernels.piece_cache import PieceCaches, cache_lookup, cache_store, max_piece_bytes, max_piece_ids
+from fastenc.kernels.bpe import merge_long_piece, merge_short_piece
+from fastenc.kernels.piece_cache import (
+    MAX_CACHED_PIECE_BYTES,
+    PieceCaches,
+    cache_lookup,
+    cache_store,
+    max_piece_bytes,
+    max_piece_ids,
+)
 from fastenc.kernels.pretok_gpt2 import gpt2_piece_end
 from fastenc.kernels.pretok_url import url_piece_end
 
@@ -34,7 +41,8 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
     byte_ids = vocab.byte_ids
     short = caches.short
     long = caches.long
-    ranks = np.empty(HEAP_THRESHOLD, dtype=np.int64)  # scratch of the short-piece merge
+    ranks = np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # scratch of the short-piece merge
+    work = np.empty(7 * 4 * MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # of the long-piece merge (grows)
     out_limit = out_pos + (end - start)
     # Cached ids are uint16: larger vocabularies skip the caches.
     cacheable = vocab.config[cfg.VOCAB_SIZE] <= 65536
@@ -71,10 +79,10 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
                 elif count <= long_ids:
                     cache_store(long, data, pos, piece_end, out, out_pos, count)
                 out_pos = new_pos
-        elif n <= HEAP_THRESHOLD:
-            out_pos = merge_short_piece(data, pos, piece_end, vocab, ranks, out, out_pos)
         else:
-            out_pos = bpe_piece(data, pos, piece_end, vocab, out, out_pos)
+            if work.shape[0] < 7 * n:
+                work = np.empty(max(7 * n, 2 * work.shape[0]), dtype=np.int64)
+            out_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
         pos = piece_end
     return out_pos
 

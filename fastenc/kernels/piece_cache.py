@@ -31,6 +31,7 @@ from numba import njit
 
 SHORT_WORDS = 4  # 32-byte slots: pieces up to 15 bytes
 LONG_WORDS = 8  # 64-byte slots: pieces up to 31 bytes
+MAX_CACHED_PIECE_BYTES = 8 * (LONG_WORDS // 2) - 1  # longer pieces are merged every time
 DEFAULT_SHORT_SLOTS = 1 << 19  # 16 MB: most of a multilingual corpus's distinct short pieces
 DEFAULT_LONG_SLOTS = 1 << 16  # 4 MB
 _PROBES = 8

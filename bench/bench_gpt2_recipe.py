@@ -277,7 +277,7 @@ def main() -> None:
         for k in kinds:
             res = run_child(k, args)
             runs[k].append(res)
-            print(f"  rep {rep}: {k:12s} {res['seconds']:6.2f} s  {res['text_bytes'] / res['seconds'] / 1e6:7.1f} MB/s  "
+            print(f"  rep {rep}: {k:15s} {res['seconds']:6.2f} s  {res['text_bytes'] / res['seconds'] / 1e6:7.1f} MB/s  "
                   f"cpu {res['cpu_seconds']:5.2f} s  process {res['process_seconds']:5.2f} s  peak RSS {res['peak_rss_mb']:6.0f} MB",
                   file=sys.stderr)
     text = runs[kinds[0]][0]["text_bytes"]
@@ -289,10 +289,14 @@ def main() -> None:
     ref = "kernel" if "kernel" in kinds else kinds[0]
     print(f"input: {args.input} x {args.repeat} = {text / 1e6:.1f} MB of text; {args.reps} alternating reps, medians; "
           f"encoder threads: {args.threads or os.cpu_count()}; tiktoken threads: {args.threads or 2}")
-    print(f"{'':12s} {'seconds':>8s} {'MB/s':>8s} {'x ' + ref:>9s} {'cpu s':>7s} {'x tiktoken':>11s} {'process s':>10s} {'peak RSS MB':>12s}")
+    print(f"{'':15s} {'seconds':>8s} {'MB/s':>7s} {'x ' + ref:>9s} {'x tiktoken':>11s} {'cpu s':>7s} {'x ' + ref:>9s} "
+          f"{'x tiktoken':>11s} {'process s':>10s} {'peak RSS MB':>12s}")
     for k in kinds:
-        vs_tt = f"{med['tiktoken'] / med[k]:11.2f}" if "tiktoken" in med else f"{'-':>11s}"
-        print(f"{k:12s} {med[k]:8.2f} {text / med[k] / 1e6:8.1f} {med[ref] / med[k]:9.2f} {cpu[k]:7.2f} {vs_tt} {proc[k]:10.2f} {rss[k]:12.0f}")
+        tt = "tiktoken" in med
+        print(f"{k:15s} {med[k]:8.2f} {text / med[k] / 1e6:7.1f} {med[ref] / med[k]:9.2f} "
+              f"{(med['tiktoken'] / med[k]) if tt else float('nan'):11.2f} {cpu[k]:7.2f} {cpu[ref] / cpu[k]:9.2f} "
+              f"{(cpu['tiktoken'] / cpu[k]) if tt else float('nan'):11.2f} {proc[k]:10.2f} {rss[k]:12.0f}")
+    print("(seconds, MB/s and the first two ratios: wall time; 'cpu s' and the last two ratios: CPU time of all threads)")
 
 
 if __name__ == "__main__":

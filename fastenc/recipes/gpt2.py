@@ -93,7 +93,7 @@ SUMMARY_JSON = "summary.json"
 SUMMARY_TSV = "summary.tsv"
 _PART_RE = re.compile(r"^part_(\d{2,})\.(bin|idx\.npy|meta\.json)$")
 _NPY_HEADER = 128  # numpy pads a 1-D header to 128 bytes for any length (room to grow in place)
-_CHUNK = 8 << 20
+_CHUNK = 1 << 20  # re-read buffer: small, so that checking a part costs few page faults
 
 PART_RULE = (
     "parts end at document boundaries: a document goes into its bucket's open part if that part is empty "

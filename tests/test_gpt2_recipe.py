@@ -640,3 +640,15 @@ def test_cli_round_trip_and_verify(tmp_path):
     r = subprocess.run([sys.executable, "-m", "fastenc", "verify", str(out), "--source", str(FIXTURE)],
                        cwd=REPO, capture_output=True, text=True, env=env)
     assert r.returncode == 0 and "OK" in r.stderr and "fastenc-gpt2" in r.stderr, r.stderr
+
+
+def test_empty_input_writes_only_the_summaries(tmp_path):
+    e = write_docs(tmp_path / "e.parquet", [])
+    z = write_docs(tmp_path / "z.parquet", ["", ""])
+    out = tmp_path / "out"
+    summary = encode_gpt2([e, z], out, quiet=True)
+    assert sorted(p.name for p in out.iterdir()) == ["summary.json", "summary.tsv"]
+    assert summary["total"] == {"docs": 0, "tokens": 0} and summary["empty_documents_skipped"] == 2
+    assert (out / "summary.tsv").read_text().splitlines()[-1] == "total\t0\t0\t\t0"
+    report = verify_output(out, [e, z])
+    assert report["ok"] and report["parts"] == 0, report["problems"]

@@ -378,10 +378,10 @@ class _BucketWriter:
     def _append(self, ids, id_off, s: int, k: int, batch: _Batch) -> None:
         p = self.part
         a, z = int(id_off[s]), int(id_off[k])
-        chunk = ids[a:z]
+        chunk = ids[a:z].astype("<u2", copy=False)  # the card's byte order (no copy on little-endian hosts)
         p.bin.file.write(chunk.data)
         p.bin_hash.update(chunk)
-        ends = id_off[s + 1 : k + 1] - (a - p.tokens)
+        ends = (id_off[s + 1 : k + 1] - (a - p.tokens)).astype("<i8", copy=False)
         p.idx.file.write(ends.data)
         p.idx_hash.update(ends)
         tokens_before, docs_before = p.tokens, p.docs
@@ -705,7 +705,6 @@ def encode_gpt2(
     import numba
 
     import fastenc
-    from fastenc.kernels.encode import encode_batch_counts  # noqa: F401  (fail early if missing)
 
     if part_tokens < 1:
         raise InputError(f"--part-tokens must be at least 1 (got {part_tokens})")

@@ -9,6 +9,7 @@ import numba
 import numpy as np
 
 from fastenc.errors import InputError, VocabError
+from fastenc.kernels.decode import decode_into, decoded_length
 from fastenc.kernels.encode import encode_batch_counts, encode_text, gather_batch
 from fastenc.kernels.piece_cache import (
     DEFAULT_LONG_SLOTS,
@@ -158,20 +159,14 @@ class Encoder:
     # --- decoding -----------------------------------------------------------------------
     def decode_bytes(self, ids) -> bytes:
         """The bytes of ``ids`` (special tokens decode to their text, as in tiktoken)."""
-        ids = np.asarray(ids, dtype=np.int64)
-        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        n = decoded_length(ids, self.vocab.token_offsets)
+        if n < 0:
             bad = int(ids[(ids < 0) | (ids >= self.vocab_size)][0])
             raise ValueError(f"token id {bad} is out of range for this vocabulary (0..{self.vocab_size - 1})")
-        starts = self.vocab.token_offsets[ids]
-        ends = self.vocab.token_offsets[ids + 1]
-        if not ids.size:
-            return b""
-        lengths = ends - starts
-        # Gather every token's slice at once: position k of the output reads token_bytes at
-        # its token's start plus its offset within the token.
-        out_starts = np.cumsum(lengths) - lengths
-        index = np.repeat(starts - out_starts, lengths) + np.arange(int(lengths.sum()))
-        return self.vocab.token_bytes[index].tobytes()
+        out = np.empty(n, dtype=np.uint8)
+        decode_into(ids, self.vocab.token_bytes, self.vocab.token_offsets, out, 0)
+        return out.tobytes()
 
     def decode(self, ids, errors: str = "replace") -> str:
         """The text of ``ids``; invalid UTF-8 (a cut multi-byte character) becomes U+FFFD."""

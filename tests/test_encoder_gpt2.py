@@ -188,3 +188,25 @@ def test_decode_rejects_out_of_range_ids(gpt2):
     with pytest.raises(ValueError, match="out of range"):
         gpt2.decode([-1])
     assert gpt2.decode([]) == ""
+
+
+def test_decode_kernel_from_njit_code(gpt2, docs_fixture):
+    from fastenc.kernels.decode import decode_into, decoded_length
+
+    @njit
+    def decode_all(ids, id_offsets, token_bytes, token_offsets):
+        out = np.empty(decoded_length(ids, token_offsets), dtype=np.uint8)
+        pos = 0
+        ends = np.empty(id_offsets.shape[0] - 1, dtype=np.int64)
+        for i in range(id_offsets.shape[0] - 1):
+            pos = decode_into(ids[id_offsets[i] : id_offsets[i + 1]], token_bytes, token_offsets, out, pos)
+            ends[i] = pos
+        return out, ends
+
+    texts = docs_fixture.column("text").to_pylist()[:30]
+    ids, id_offsets = gpt2.encode_batch(texts)
+    out, ends = decode_all(ids.astype(np.int64), id_offsets, gpt2.vocab.token_bytes, gpt2.vocab.token_offsets)
+    assert out.tobytes() == "".join(texts).encode("utf-8")
+    assert np.array_equal(ends, np.cumsum([len(t.encode("utf-8")) for t in texts]))
+    assert decode_into(np.array([50257]), gpt2.vocab.token_bytes, gpt2.vocab.token_offsets, out, 0) == -1
+    assert decode_into(ids[:10].astype(np.int64), gpt2.vocab.token_bytes, gpt2.vocab.token_offsets, out[:1], 0) == -1

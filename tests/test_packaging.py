@@ -1,0 +1,36 @@
+"""A regular (non-editable) install carries the vocabularies and the class table."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_non_editable_install_finds_its_data(tmp_path):
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(REPO)],
+        check=True,
+        capture_output=True,
+    )
+    probe = (
+        "import fastenc, sys; "
+        f"assert fastenc.__file__.startswith({str(target)!r}), fastenc.__file__; "
+        "print(fastenc.load('gpt2').encode('Hello, world!')); "
+        "print(fastenc.load('urls').encode('https://com.example.www/a')[:1])"
+    )
+    # Run from an empty folder with only the installed copy first on the path.
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin", "FASTENC_CACHE_DIR": str(tmp_path / "cache"),
+             "NUMBA_CACHE_DIR": str(tmp_path / "numba")},
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    lines = out.stdout.splitlines()
+    assert lines[0] == "[15496, 11, 995, 0]"
+    assert lines[1] == "[264]"  # 'https://' is one token of the URL vocabulary

@@ -191,7 +191,7 @@ def test_shared_sidecars_and_verify_with_source(shared_run):
             c = meta["checks"]
             assert meta["bucket"] == name and meta["docs"] == part["docs"] and meta["tokens"] == part["tokens"]
             assert meta["tokenizer_sha256"] == summary["tokenizer_sha256"] and len(meta["tokenizer_sha256"]) == 64
-            assert meta["fastenc_version"] and meta["sources"][0]["path"] == str(DOCS.resolve())
+            assert meta["fastenc_version"] and Path(meta["sources"][0]["path"]).resolve() == DOCS.resolve()
             assert c["len_bin_eq_idx_last"] and c["idx0_eq_0"] and c["idx_strictly_increasing"] and c["max_token_id_lt_vocab"]
             assert c["count_checked"] == meta["docs"] and c["count_mismatches"] == 0
             assert c["roundtrip_checked"] >= 1 and c["roundtrip_mismatches"] == 0

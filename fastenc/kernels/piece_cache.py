@@ -32,8 +32,8 @@ from numba import njit
 SHORT_WORDS = 4  # 32-byte slots: pieces up to 15 bytes
 LONG_WORDS = 8  # 64-byte slots: pieces up to 31 bytes
 MAX_CACHED_PIECE_BYTES = 8 * (LONG_WORDS // 2) - 1  # longer pieces are merged every time
-DEFAULT_SHORT_SLOTS = 1 << 19  # 16 MB: most of a multilingual corpus's distinct short pieces
-DEFAULT_LONG_SLOTS = 1 << 16  # 4 MB
+DEFAULT_SHORT_SLOTS = 1 << 20  # 32 MB: the ~650k distinct short pieces of 97 MB of multilingual text
+DEFAULT_LONG_SLOTS = 1 << 17  # 8 MB
 _PROBES = 8
 _MUL = np.uint64(0x9E3779B97F4A7C15)
 _MUL2 = np.uint64(0xC2B2AE3D27D4EB4F)
@@ -226,6 +226,6 @@ class PieceCaches(NamedTuple):
 
 
 def new_piece_caches(short_slots: int = DEFAULT_SHORT_SLOTS, long_slots: int = DEFAULT_LONG_SLOTS) -> PieceCaches:
-    """Fresh caches for one thread (12 MB by default). Keep them between calls: a warm
+    """Fresh caches for one thread (40 MB by default). Keep them between calls: a warm
     cache is what makes encoding fast, and it never changes the ids."""
     return PieceCaches(new_piece_cache(short_slots, SHORT_WORDS), new_piece_cache(long_slots, LONG_WORDS))

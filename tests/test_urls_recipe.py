@@ -381,9 +381,13 @@ def _files(d: Path) -> list[str]:
     return sorted(p.name for p in d.iterdir()) if d.exists() else []
 
 
-def test_interrupt_leaves_no_final_and_no_temporary_file(tmp_path, monkeypatch):
+@pytest.mark.parametrize("stage", ["encode", "write"])
+def test_interrupt_leaves_no_final_and_no_temporary_file(tmp_path, monkeypatch, stage):
+    import fastenc.kernels.url_pack as url_pack
+
     calls = {"n": 0}
-    real = recipe.encode_url_chunk
+    target, name = (recipe, "encode_url_chunk") if stage == "encode" else (url_pack, "gather_spans")
+    real = getattr(target, name)
 
     def interrupted(*args, **kwargs):
         calls["n"] += 1
@@ -391,10 +395,12 @@ def test_interrupt_leaves_no_final_and_no_temporary_file(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(recipe, "encode_url_chunk", interrupted)
+    src = write_parquet(tmp_path / "part-00042.parquet", source_urls(EXAMPLE), row_group_size=1000)
+    monkeypatch.setattr(target, name, interrupted)
     out = tmp_path / "o"
     with pytest.raises(KeyboardInterrupt):
-        encode_shard(EXAMPLE, out, num_shards=64, chunk_urls=1000, quiet=True)
+        encode_shard(src, out, num_shards=64, chunk_urls=1000, quiet=True)
+    assert calls["n"] == 3
     assert _files(out) == []
 
 
@@ -414,14 +420,15 @@ def test_interrupt_during_overwrite_keeps_the_old_output(tmp_path, example_out, 
 
 
 def test_a_bin_that_does_not_decode_back_fails_and_is_not_published(tmp_path, monkeypatch):
-    real = recipe.encode_url_chunk
+    import fastenc.kernels.url_pack as url_pack
 
-    def corrupt(*args, **kwargs):
-        res = real(*args, **kwargs)
-        res.tokens[1] = (int(res.tokens[1]) + 1) % 8192 or 1  # first URL of the bin: sampled
-        return res
+    real = url_pack.gather_spans
 
-    monkeypatch.setattr(recipe, "encode_url_chunk", corrupt)
+    def corrupt(tokens, tok_offsets, order, out, out_offsets, n_tasks):
+        real(tokens, tok_offsets, order, out, out_offsets, n_tasks)
+        out[1] = (int(out[1]) + 1) % 8192 or 1  # the first URL of the chunk: the bin's first is sampled
+
+    monkeypatch.setattr(url_pack, "gather_spans", corrupt)
     with pytest.raises(VerificationError, match=r"1 of 3000 checked URLs did not decode back"):
         encode_shard(EXAMPLE, tmp_path / "o", num_shards=64, quiet=True)
     assert [n for n in _files(tmp_path / "o") if n.startswith("tokens-")] == []
@@ -530,3 +537,42 @@ def test_verify_with_source_finds_a_different_source(tmp_path, example_out):
     other = write_parquet(tmp_path / "part-00042.parquet", urls[:-1] + [urls[-1] + "x"])
     report = verify_dir(example_out[0], [other])
     assert not report["ok"] and any("differs from the source" in p or "the source has" in p for p in report["problems"])
+
+
+def test_iter_decoded_cuts_anywhere(example_out):
+    """Decoding a bin in stretches shorter than its URLs (file reads or a memmap) gives the same URLs."""
+    out, meta = example_out
+    bin_path = out / "tokens-s00042.bin"
+    _, tokens, originals = read_like_the_card(out, 42)
+    for source, stretch in ((bin_path, 7), (tokens, 50), (bin_path, 1 << 20)):
+        urls, positions = [], []
+        for pos, data, offs in recipe.iter_decoded(source, recipe._load_tokenizer("urls")[0], stretch=stretch):
+            positions.append(pos)
+            urls += [canonical(data[offs[j] : offs[j + 1]].tobytes().decode()).encode() for j in range(len(offs) - 1)]
+        assert urls == originals and all(tokens[p] == 0 for p in positions), (source, stretch)
+
+
+def test_samples_outside_the_hash_windows_are_read_back_from_the_file(tmp_path, monkeypatch):
+    """The verify stage's source text normally comes from hash windows kept during the pass; if
+    a URL it needs is not there (a skewed input), it is read back from the parquet file by row."""
+    monkeypatch.setattr(recipe._SampleWindows, "add", lambda self, *args: None)  # keep nothing
+    urls = source_urls(EXAMPLE)[:1500]
+    with_nulls = urls[:700] + [None] + urls[700:]
+    src = write_parquet(tmp_path / "part-00042.parquet", with_nulls, row_group_size=400)
+    meta = encode_shard(src, tmp_path / "o", num_shards=64, skip_nulls=True, quiet=True)
+    assert meta["verified"]["urls_checked"] == 1500 and meta["verified"]["mismatches"] == 0
+    assert_card_guarantees(tmp_path / "o", 42, 64, urls)
+
+
+def test_sample_windows_hold_the_sampled_urls(tmp_path):
+    """On a shard of uniform hashes the windows kept during the pass hold every sampled URL."""
+    n = 50_000
+    lo, hi = 42 * 2**64 // 64, 43 * 2**64 // 64
+    rng = np.random.default_rng(5)
+    hashes = (np.uint64(lo) + (rng.random(n) * (hi - lo)).astype(np.uint64)).astype(np.uint64)
+    w = recipe._SampleWindows(n, lo, hi)
+    data = np.zeros(0, np.uint8)
+    w.add(hashes, data, np.zeros(n + 1, np.int64), 0)
+    order = np.argsort(hashes, kind="stable")
+    assert set(order[recipe._sample_indices(n)].tolist()) <= set(w.text)
+    assert len(w.text) < 20 * recipe.VERIFY_SAMPLE  # and not much more

@@ -576,3 +576,26 @@ def test_sample_windows_hold_the_sampled_urls(tmp_path):
     order = np.argsort(hashes, kind="stable")
     assert set(order[recipe._sample_indices(n)].tolist()) <= set(w.text)
     assert len(w.text) < 20 * recipe.VERIFY_SAMPLE  # and not much more
+
+
+def test_empty_file_and_all_nulls(tmp_path):
+    src = write_parquet(tmp_path / "part-00003.parquet", [], row_group_size=10)
+    meta = encode_shard(src, tmp_path / "o", num_shards=64, quiet=True)
+    assert meta["urls"] == 0 and meta["tokens"] == 0 and (tmp_path / "o" / "tokens-s00003.bin").stat().st_size == 0
+    assert verify_dir(tmp_path / "o")["ok"]
+    src = write_parquet(tmp_path / "part-00004.parquet", [None, None], type_=pa.string())
+    meta = encode_shard(src, tmp_path / "o", num_shards=64, skip_nulls=True, quiet=True)
+    assert meta["urls"] == 0 and meta["null_urls_skipped"] == 2
+    assert verify_dir(tmp_path / "o", [src])["ok"]
+
+
+def test_binary_column_with_invalid_utf8_round_trips_bytes(tmp_path, capsysbinary):
+    """Parquet does not check UTF-8, and a binary column holds any bytes: they are encoded,
+    ordered and decoded byte for byte (the byte-level BPE covers all 256 bytes)."""
+    urls = [b"http://www.example.com/\xff\xfe", b"https://a.b.c/\xc3(", b"\x80", b"http://\xe4\xb8.\xad/x", b"http://x.y/ok"]
+    src = write_parquet(tmp_path / "u.parquet", urls, type_=pa.binary())
+    encode_shard(src, tmp_path / "o", shard=0, num_shards=1, quiet=True)
+    assert verify_dir(tmp_path / "o", [src])["ok"]
+    assert cli.main(["decode", str(tmp_path / "o" / "tokens-s00000.bin")]) == 0
+    got = capsysbinary.readouterr().out.split(b"\n")[:-1]
+    assert got == [u for _, _, u in sorted((xxh(u), i, u) for i, u in enumerate(urls))]

@@ -586,7 +586,8 @@ def test_empty_file_and_all_nulls(tmp_path):
     src = write_parquet(tmp_path / "part-00004.parquet", [None, None], type_=pa.string())
     meta = encode_shard(src, tmp_path / "o", num_shards=64, skip_nulls=True, quiet=True)
     assert meta["urls"] == 0 and meta["null_urls_skipped"] == 2
-    assert verify_dir(tmp_path / "o", [src])["ok"]
+    report = verify_dir(tmp_path / "o", [src])  # two shards here, the source of one given: that one is checked
+    assert report["ok"] and report["sources_checked"] == ["part-00004.parquet"], report
 
 
 def test_binary_column_with_invalid_utf8_round_trips_bytes(tmp_path, capsysbinary):
@@ -599,3 +600,22 @@ def test_binary_column_with_invalid_utf8_round_trips_bytes(tmp_path, capsysbinar
     assert cli.main(["decode", str(tmp_path / "o" / "tokens-s00000.bin")]) == 0
     got = capsysbinary.readouterr().out.split(b"\n")[:-1]
     assert got == [u for _, _, u in sorted((xxh(u), i, u) for i, u in enumerate(urls))]
+
+
+def test_dictionary_column_smaller_than_its_text_grows_the_token_buffer(tmp_path):
+    """A dictionary-encoded column of repeated URLs is much smaller than its text: the token
+    buffer sized from the column must grow, and the bin is still right."""
+    base = ["https://www.example.com/" + "x" * 3000 + str(i) for i in range(5)]
+    urls = [base[i % 5] for i in range(3000)]
+    src = tmp_path / "u.parquet"
+    pq.write_table(pa.table({"url": pa.array(urls).dictionary_encode()}), src)
+    assert recipe._column_bytes(pq.ParquetFile(src), "url") < sum(map(len, urls)) // 10
+    meta = encode_shard(src, tmp_path / "o", shard=0, num_shards=1, quiet=True)
+    assert meta["urls"] == 3000
+    assert_card_guarantees(tmp_path / "o", 0, 1, urls)
+    report = verify_dir(tmp_path / "o", [tmp_path / "u.parquet"])
+    assert report["ok"], report["problems"]
+    report = verify_dir(tmp_path / "o", [EXAMPLE])  # one sidecar, one source: compared whatever its name
+    assert not report["ok"] and "differs from the source" in report["problems"][0]
+    report = verify_dir(tmp_path / "o", [EXAMPLE, FIXTURE])  # several: matched by name, none is u.parquet
+    assert not report["ok"] and "none of the --source files" in report["problems"][0] and "u.parquet" in report["problems"][0]

@@ -1092,8 +1092,18 @@ def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:
             if isinstance(exc, InputError):
                 raise
             problems.append(f"{meta_path.name}: malformed or inconsistent ({type(exc).__name__}: {exc}): rerun the recipe with --overwrite")
+    if sources and not report["checked_source"] and sidecars:
+        wanted = sorted({_source_name(m) for m in sidecars} - {None})
+        problems.append(f"none of the --source files is the source of a bin here (their sources: {wanted}): pass those files")
     report["ok"] = not problems
     return report
+
+
+def _source_name(meta_path: Path) -> str | None:
+    try:
+        return json.loads(meta_path.read_text(encoding="utf-8"))["source"]["file"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _verify_one(out_dir: Path, meta_path: Path, tok_path: Path, tok_sha: str | None, sources: list[Path], n_sidecars: int, report: dict) -> None:
@@ -1155,6 +1165,7 @@ def _verify_one(out_dir: Path, meta_path: Path, tok_path: Path, tok_sha: str | N
     src_iter = _source_urls(meta, sources, n_sidecars) if sources else None
     if src_iter is not None:
         report["checked_source"] = True
+        report.setdefault("sources_checked", []).append(meta["source"]["file"])
     num_shards = int(meta["num_shards"])
     # URLs whose original canonical() cannot give back: their decoded hash is not their key
     skip = np.asarray(meta.get("irreversible_url_indices", []), dtype=np.int64)

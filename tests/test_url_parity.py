@@ -48,13 +48,33 @@ def enc():
     return fastenc.load("urls")
 
 
+# The card's own canonical() cases (its `if __name__ == "__main__":` block), verbatim.
+CARD_CASES = [
+    "https://www.example.com/blog/2024/01/post.html?utm_source=x&id=42#top",
+    "http://example.com",
+    "https://a.b.c.d.e.f/",
+    "https://user:pass@www.example.com:8443/p?q=1",
+    "https://1.2.3.4/path",
+    "https://[::1]:8080/x",
+    "https://example.com./trailing",
+    "https://example..com/empty",
+    "https://localhost/",
+    "https:///no-host",
+    "ftp://weird.example.com/x",
+    "http://129.222.104.0/25,US,US-CA,San",
+    "not a url at all",
+    "https://xn--80ak6aa92e.com/é中",
+    "https://WWW.Example.COM/Case",
+]
+
+
 def synthetic_urls() -> list[str]:
-    """SYNTHETIC: the hand-written fixture's lines, plus long URLs made here."""
+    """SYNTHETIC: the hand-written fixture's lines, the card's cases, plus long URLs made here."""
     lines = SYNTHETIC.read_text(encoding="utf-8").split("\n")
     urls = [line for line in lines if not line.startswith("# ")]
     if urls and urls[-1] == "":
         urls.pop()  # the file's final newline
-    return urls + long_urls() + ["", "<eos>", "https://a.com/<eos>/x", "https://<eos>.example.com/"]
+    return urls + CARD_CASES + long_urls() + ["", "<eos>", "https://a.com/<eos>/x", "https://<eos>.example.com/"]
 
 
 def long_urls() -> list[str]:

@@ -619,3 +619,14 @@ def test_dictionary_column_smaller_than_its_text_grows_the_token_buffer(tmp_path
     assert not report["ok"] and "differs from the source" in report["problems"][0]
     report = verify_dir(tmp_path / "o", [EXAMPLE, FIXTURE])  # several: matched by name, none is u.parquet
     assert not report["ok"] and "none of the --source files" in report["problems"][0] and "u.parquet" in report["problems"][0]
+
+
+def test_tokenizer_option(tmp_path, example_out):
+    from fastenc.errors import VocabError
+
+    meta = encode_shard(EXAMPLE, tmp_path / "o", num_shards=64, tokenizer=str(TOKENIZER_JSON), quiet=True)
+    assert _files(tmp_path / "o" / "tokenizer") == ["tokenizer.json"]  # a file given: that file only
+    assert (tmp_path / "o" / "tokens-s00042.bin").read_bytes() == (example_out[0] / "tokens-s00042.bin").read_bytes()
+    assert meta["tokenizer_sha256"] == example_out[1]["tokenizer_sha256"]
+    with pytest.raises(VocabError, match="URL card's pre-split"):
+        encode_shard(EXAMPLE, tmp_path / "g", num_shards=64, tokenizer="gpt2", quiet=True)

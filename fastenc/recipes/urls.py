@@ -1289,7 +1289,7 @@ def add_arguments(p) -> None:
                    help="do not require (xxh3_64(url) * num_shards) >> 64 == shard (for inputs that are not shards)")
     p.add_argument("--skip-nulls", action="store_true", help="drop null URLs (counted in the sidecar) instead of failing")
     p.add_argument("--tokenizer", default="urls", help="'urls' (built in) or a URL tokenizer.json / its folder")
-    p.add_argument("--chunk-urls", type=int, default=DEFAULT_CHUNK_URLS, help="URLs encoded per chunk (memory; the output does not depend on it)")
+    p.add_argument("--chunk-urls", type=int, default=DEFAULT_CHUNK_URLS, help="URLs gathered and written per chunk (memory; the output does not depend on it)")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default: all cores); the output does not depend on it")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier output of the same shard in OUT")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars and no summary line")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Sequence
@@ -277,6 +278,28 @@ def _own_files(out_dir: Path) -> list[Path]:
     return [p for p in out_dir.iterdir() if _SHARD_RE.match(p.name) or p.name == META_NAME]
 
 
+def _load_kernels_in_background() -> threading.Thread:
+    """Import Numba and load the packing kernels on a thread while the first batch is read.
+
+    That start-up (~0.5-1 s: importing numba, loading the cached machine code) would otherwise
+    come before the first byte is packed; pyarrow reads without the GIL, so the two overlap.
+    The warm-up call uses the argument types of the real calls (Arrow's buffers are read-only).
+    """
+
+    def load() -> None:
+        from fastenc.kernels.bytes_pack import count_high_bytes, pack_documents
+
+        data = np.zeros(1, np.uint8)
+        data.flags.writeable = False
+        offsets = np.array([0, 1], np.int64)
+        pack_documents(data, offsets, np.uint8(SEPARATOR), np.int64(256), np.empty(2, np.uint8))
+        count_high_bytes(data, offsets, np.uint8(SEPARATOR), np.empty(1, np.int64))
+
+    thread = threading.Thread(target=load, name="fastenc-load-kernels", daemon=True)
+    thread.start()
+    return thread
+
+
 def encode_bytes(
     inputs: Sequence[str | os.PathLike],
     out_dir: str | os.PathLike,
@@ -324,6 +347,7 @@ def encode_bytes(
                         "column_type": info.arrow_type, "first_document": first})
         first += info.num_rows
 
+    kernels_loading = _load_kernels_in_background()
     bar = progress(sum(i.column_bytes for i in infos), unit="B", desc="bytes", quiet=quiet)
     n_docs = stripped = docs_stripped = text_in = 0
     buf = np.empty(0, np.uint8)
@@ -333,6 +357,7 @@ def encode_bytes(
         for batch in iter_string_batches(paths, column, batch_bytes=batch_bytes, allow_binary=True):
             if batch.num_rows == 0:
                 continue
+            kernels_loading.join()
             buf, packed, csum, counts = _pack_batch(batch.data, batch.offsets, buf)
             if counts is not None:
                 stripped += int(counts.sum())

@@ -1,0 +1,235 @@
+"""``fastenc verify OUT`` for URL outputs: re-check bins and sidecars from their files alone.
+
+``fastenc.verify`` dispatches to ``fastenc.recipes.urls.verify_output`` (re-exported from here).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from fastenc.arrow_io import resolve_inputs
+from fastenc.errors import InputError
+from fastenc.recipes.urls_bin import iter_decoded
+from fastenc.recipes.urls_format import _BIN_RE, _SIDECAR_RE, FORMAT, FORMAT_VERSION, TOKENIZER_DIR, bin_name, sidecar_name
+from fastenc.recipes.urls_source import read_url_column
+from fastenc.recipes.urls_tokenizer import _sha256_file
+
+
+def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:
+    """Re-check a URL output directory from its files alone (and against ``source`` if given).
+
+    For every ``tokens-s*.json``: the format; the bin's size (= 2 x ``tokens``) and xxh3; the
+    sha256 of ``tokenizer/tokenizer.json`` against the sidecar; the bin starts with 0 and holds
+    exactly ``urls`` zeros; every id is in the vocabulary; every URL decoded, put through
+    ``canonical()`` and hashed: the hashes ascend, and (when the build checked membership) each
+    is in the sidecar's shard (except the URLs the sidecar lists as irreversible, whose original
+    cannot be recovered); ``empty_urls`` and ``url_bytes`` agree. A bin without a sidecar
+    is reported (an unfinished run). With ``source`` (parquet files, matched to sidecars by
+    their file name, or the single source of a single sidecar), the decoded URLs must equal the
+    source's, in hash order, byte for byte (stored canonical forms are compared: exact for every URL).
+    """
+    out_dir = Path(out_dir)
+    report: dict = {"format": "urls", "ok": False, "problems": [], "out_dir": str(out_dir), "shards": 0, "urls": 0, "tokens": 0,
+                    "checked_source": False}
+    problems: list[str] = report["problems"]
+    sidecars = sorted(p for p in out_dir.iterdir() if _SIDECAR_RE.match(p.name))
+    bins = {p.name for p in out_dir.iterdir() if _BIN_RE.match(p.name)}
+    for p in sidecars:
+        bins.discard(p.with_suffix(".bin").name)
+    for name in sorted(bins):
+        problems.append(f"{name} has no sidecar (.json): an unfinished or interrupted run; rerun the recipe for that shard")
+    tok_path = out_dir / TOKENIZER_DIR / "tokenizer.json"
+    tok_sha = _sha256_file(tok_path) if tok_path.is_file() else None
+    if tok_sha is None:
+        problems.append(f"{tok_path} is missing: the bins cannot be decoded without the tokenizer that made them")
+    sources = [Path(p) for p in resolve_inputs([str(s) for s in source])] if source else []
+    for meta_path in sidecars:
+        try:
+            _verify_one(out_dir, meta_path, tok_path, tok_sha, sources, len(sidecars), report)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            if isinstance(exc, InputError):
+                raise
+            problems.append(f"{meta_path.name}: malformed or inconsistent ({type(exc).__name__}: {exc}): rerun the recipe with --overwrite")
+    if sources and not report["checked_source"] and sidecars:
+        wanted = sorted({_source_name(m) for m in sidecars} - {None})
+        problems.append(f"none of the --source files is the source of a bin here (their sources: {wanted}): pass those files")
+    report["ok"] = not problems
+    return report
+
+
+def _source_name(meta_path: Path) -> str | None:
+    try:
+        return json.loads(meta_path.read_text(encoding="utf-8"))["source"]["file"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _verify_one(out_dir: Path, meta_path: Path, tok_path: Path, tok_sha: str | None, sources: list[Path], n_sidecars: int, report: dict) -> None:
+    import xxhash
+
+    from fastenc.encoder import load
+    from fastenc.kernels.canonical import canonical_batch
+    from fastenc.kernels.url_pack import count_outside_shard
+    from fastenc.kernels.xxh3 import xxh3_64_batch
+
+    problems: list[str] = report["problems"]
+    name = meta_path.name
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        problems.append(f"cannot read {meta_path}: {exc}")
+        return
+    if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
+        problems.append(f"{name}: format {meta.get('format')!r} v{meta.get('format_version')!r}, expected {FORMAT!r} v{FORMAT_VERSION}")
+        return
+    shard = int(meta["shard"])
+    if name != sidecar_name(shard) or meta["file"] != bin_name(shard):
+        problems.append(f"{name}: names shard {shard} and file {meta['file']!r}; expected {sidecar_name(shard)} / {bin_name(shard)}")
+        return
+    if meta["dtype"] != "uint16" or meta["byteorder"] != "little" or meta["eos_token_id"] != 0:
+        problems.append(f"{name}: dtype/byteorder/eos {meta['dtype']}/{meta['byteorder']}/{meta['eos_token_id']} is not uint16/little/0")
+        return
+    if tok_sha is None:
+        return
+    if tok_sha != meta["tokenizer_sha256"]:
+        problems.append(f"{name}: tokenizer_sha256 {meta['tokenizer_sha256'][:16]}... but {tok_path} has {tok_sha[:16]}...: "
+                        "this bin was made with another vocabulary")
+        return
+    bin_path = out_dir / meta["file"]
+    if not bin_path.is_file():
+        problems.append(f"{meta['file']} is missing (listed by {name})")
+        return
+    n_tokens, n_urls = int(meta["tokens"]), int(meta["urls"])
+    size = bin_path.stat().st_size
+    if size != 2 * n_tokens:
+        problems.append(f"{meta['file']}: {size} bytes on disk, the sidecar says {n_tokens} tokens = {2 * n_tokens} bytes")
+        return
+    enc = load(tok_path)
+    if enc.vocab_size != meta["vocab_size"]:
+        problems.append(f"{name}: vocab_size {meta['vocab_size']} but the tokenizer has {enc.vocab_size}")
+    h = xxhash.xxh3_64()
+    first = None
+    with open(bin_path, "rb") as f:
+        for block in iter(lambda: f.read(32 << 20), b""):
+            h.update(block)
+            if first is None:
+                first = int.from_bytes(block[:2], "little")
+    if h.hexdigest() != meta.get("bin_xxh3_64"):
+        problems.append(f"{meta['file']}: xxh3_64 {h.hexdigest()} differs from the sidecar's {meta.get('bin_xxh3_64')} (the content changed)")
+    if n_tokens and first != 0:
+        problems.append(f"{meta['file']}: starts with token {first}, not 0 (<eos>): every URL must begin with 0")
+        return
+
+    src_iter = _source_urls(meta, sources, n_sidecars) if sources else None
+    if src_iter is not None:
+        report["checked_source"] = True
+        report.setdefault("sources_checked", []).append(meta["source"]["file"])
+    num_shards = int(meta["num_shards"])
+    # URLs whose original canonical() cannot give back: their decoded hash is not their key
+    skip = np.asarray(meta.get("irreversible_url_indices", []), dtype=np.int64)
+    if len(skip) != meta.get("irreversible_urls", 0) or (skip.size and ((np.diff(skip) <= 0).any() or skip[0] < 0 or skip[-1] >= n_urls)):
+        problems.append(f"{name}: irreversible_url_indices is not a sorted list of irreversible_urls distinct URL indices")
+        return
+    urls = empty = url_bytes = 0
+    prev = None
+    out_of_shard = disorder = 0
+    first_bad: list[str] = []
+    try:
+        for _, data, offs in iter_decoded(bin_path, enc):
+            m = len(offs) - 1
+            hs = xxh3_64_batch(canonical_batch(data, offs), offs)
+            lo, hi = np.searchsorted(skip, [urls, urls + m])
+            if hi > lo:
+                keep = np.ones(m, bool)
+                keep[skip[lo:hi] - urls] = False
+                hs = hs[keep]
+            if hs.size:
+                if prev is not None and hs[0] < prev:
+                    disorder += 1
+                disorder += int(np.count_nonzero(hs[1:] < hs[:-1]))
+                prev = hs[-1]
+                if meta.get("shard_checked", True):
+                    dummy = np.empty(1, np.int64)
+                    out_of_shard += int(count_outside_shard(hs, np.uint64(num_shards), np.uint64(shard), dummy, 1))
+            lengths = np.diff(offs)
+            empty += int(np.count_nonzero(lengths == 0))
+            url_bytes += int(offs[-1])
+            if src_iter is not None:
+                bad = src_iter.compare(data, offs, urls)
+                if bad is not None and len(first_bad) < 3:
+                    first_bad.append(bad)
+            urls += m
+    except ValueError as exc:
+        problems.append(f"{meta['file']}: {exc}")
+        return
+    if urls != n_urls:
+        problems.append(f"{meta['file']}: holds {urls} URLs (zeros), the sidecar says {n_urls}")
+    if disorder:
+        problems.append(f"{meta['file']}: the xxh3_64 of the decoded URLs descends {disorder} time(s): not in hash order")
+    if out_of_shard:
+        problems.append(f"{meta['file']}: {out_of_shard} decoded URLs are not in shard {shard} of {num_shards}")
+    if empty != meta.get("empty_urls") or url_bytes != meta.get("url_bytes"):
+        problems.append(f"{meta['file']}: decodes to {empty} empty URLs / {url_bytes} bytes, the sidecar says "
+                        f"{meta.get('empty_urls')} / {meta.get('url_bytes')}")
+    if src_iter is not None:
+        problems.extend(f"{meta['file']} vs {src_iter.path.name}: {b}" for b in first_bad)
+        tail = src_iter.finish(urls)
+        if tail:
+            problems.append(f"{meta['file']} vs {src_iter.path.name}: {tail}")
+    report["shards"] += 1
+    report["urls"] += urls
+    report["tokens"] += n_tokens
+
+
+class _SourceStream:
+    """The source's URLs in hash order, compared stretch by stretch with a decoded bin."""
+
+    def __init__(self, path: Path, meta: dict):
+        import numba
+
+        from fastenc.kernels.canonical import canonical_batch
+        from fastenc.kernels.url_pack import hash_order
+        from fastenc.kernels.xxh3 import xxh3_64_batch
+
+        self.path = path
+        col = read_url_column(path, meta["source"]["column"], skip_nulls=bool(meta.get("null_urls_skipped")))
+        n = len(col.offsets) - 1
+        hashes = xxh3_64_batch(col.data, col.offsets) if n else np.empty(0, np.uint64)
+        self.order, _ = hash_order(hashes, numba.get_num_threads())
+        # the bin stores canonical(url): compare stored forms, exact for every URL (irreversible too)
+        self.col = col._replace(data=canonical_batch(col.data, col.offsets) if n else col.data)
+        self.mismatches = 0
+
+    def compare(self, data: np.ndarray, offs: np.ndarray, first: int) -> str | None:
+        from fastenc.kernels.url_pack import first_difference
+
+        m = len(offs) - 1
+        sel = self.order[first : first + m]
+        k = int(first_difference(self.col.data, self.col.offsets, sel, data, offs))
+        if k >= 0:
+            self.mismatches += 1
+            i = int(sel[k])
+            row = int(self.col.rows[i]) if self.col.rows is not None else i
+            return f"URL {first + k} of the bin differs from the source's URL {first + k} in hash order (source row {row})"
+        if len(sel) != m:
+            self.mismatches += 1
+            return f"the bin has more URLs than the source ({len(self.order)})"
+        return None
+
+    def finish(self, urls: int) -> str | None:
+        if urls < len(self.order):
+            return f"the source has {len(self.order)} URLs, the bin {urls}"
+        return None
+
+
+def _source_urls(meta: dict, sources: list[Path], n_sidecars: int) -> _SourceStream | None:
+    name = meta["source"]["file"]
+    match = [p for p in sources if p.name == name]
+    if not match and n_sidecars == 1 and len(sources) == 1:
+        match = sources
+    if not match:
+        return None
+    return _SourceStream(match[0], meta)

@@ -152,3 +152,20 @@ def test_unreadable_files_are_refused_clearly(tmp_path):
         load_vocab(write(tmp_path, {"version": "1.0"}))
     with pytest.raises(VocabError, match="merge_rule"):
         load_vocab(write(tmp_path, toy_spec()), merge_rule="sentencepiece")
+
+
+def test_whole_piece_rule_applies_to_long_pieces_too(tmp_path):
+    # A 40-byte token that BPE cannot build: under tiktoken's rule (and HF's ignore_merges) a
+    # piece equal to it is emitted as that one id, at any length, also through Encoder.encode.
+    import fastenc
+
+    long_word = "q" * 40
+    spec = toy_spec(extra=("qq", long_word), merges=(("q", "q"),))
+    path = write(tmp_path, spec)
+    for rule in ("tiktoken", "hf"):
+        enc = fastenc.load(path, merge_rule=rule)
+        ids = enc.encode(long_word)
+        assert ids == ([257] if rule == "tiktoken" else [256] * 20)
+        assert enc.encode(long_word + "q") == [256] * 20 + [ord("q")]
+    spec["model"]["ignore_merges"] = True
+    assert fastenc.load(write(tmp_path, spec, "ignore.json")).encode(long_word) == [257]

@@ -151,7 +151,9 @@ def merge_short_piece(data, start, end, vocab, ranks, out, out_pos):
 
 @njit(cache=True)
 def merge_long_piece(data, start, end, vocab, work, out, out_pos):
-    """``bpe_piece`` for long pieces, O(n log n), written for speed: no calls, one return.
+    """The merge loop of ``bpe_piece`` for long pieces, O(n log n), written for speed: no calls,
+    one return. Unlike ``bpe_piece`` it does not first look the whole piece up in the
+    vocabulary (tiktoken's rule, HF's ``ignore_merges``): the caller does, where that applies.
 
     ``work`` is int64 scratch of at least ``7 * (end - start)``: per symbol (indexed by the
     piece offset of its first byte) its id, next and previous symbol and the rank of the pair

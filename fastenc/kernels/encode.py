@@ -29,6 +29,7 @@ from fastenc.kernels.piece_cache import (
 )
 from fastenc.kernels.pretok_gpt2 import gpt2_piece_end
 from fastenc.kernels.pretok_url import url_piece_end
+from fastenc.kernels.tables import token_id_of
 
 
 @njit(cache=True)
@@ -51,6 +52,7 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
     short_ids = max_piece_ids(short)
     long_ids = max_piece_ids(long)
     gpt2 = vocab.config[cfg.PRETOKENIZER] == cfg.PRETOK_GPT2
+    whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
     pos = start
     # The hot loop: one pre-token piece per turn. Every function it calls is written so that
     # Numba emits no reference counting for it (see piece_cache.py): a call costs a few ns.
@@ -80,9 +82,16 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
                     cache_store(long, data, pos, piece_end, out, out_pos, count)
                 out_pos = new_pos
         else:
-            if work.shape[0] < 7 * n:
-                work = np.empty(max(7 * n, 2 * work.shape[0]), dtype=np.int64)
-            out_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
+            whole = -1
+            if whole_piece_lookup:  # tiktoken's rule, HF's ignore_merges: a token is emitted as is
+                whole = token_id_of(vocab.token_table, vocab.token_bytes, vocab.token_offsets, data, pos, piece_end)
+            if whole >= 0:
+                out[out_pos] = whole
+                out_pos += 1
+            else:
+                if work.shape[0] < 7 * n:
+                    work = np.empty(max(7 * n, 2 * work.shape[0]), dtype=np.int64)
+                out_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
         pos = piece_end
     return out_pos
 

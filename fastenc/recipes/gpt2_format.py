@@ -1,0 +1,216 @@
+"""The on-disk format of the GPT-2 recipe: names, buckets, and the checks of one part's files.
+
+Shared by the writer (``gpt2_parts``), the recipe (``gpt2``) and the verifier (``gpt2_verify``),
+so that what is written and what is re-checked come from one definition. See docs/gpt2.md and
+the dataset card ``gpt2-long-context.md``::
+
+    OUT/<bucket>/part_00.bin        uint16 GPT-2 ids, documents concatenated, no separator
+    OUT/<bucket>/part_00.idx.npy    int64, ndocs + 1 offsets into the bin, idx[0] == 0
+    OUT/<bucket>/part_00.meta.json  counts, provenance, tokenizer sha256, verification counters
+    OUT/summary.tsv, OUT/summary.json  documents and tokens per bucket and in total (json last)
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import xxhash
+from numpy.lib import format as npy_format
+
+from fastenc.errors import InputError
+
+FORMAT = "fastenc-gpt2"
+FORMAT_VERSION = 1
+TOKENIZER = "gpt2"
+VOCAB_SIZE = 50257
+BUCKETS = (
+    "b0_lt_4096",
+    "b1_4096_8192",
+    "b2_8192_16384",
+    "b3_16384_32768",
+    "b4_32768_65536",
+    "b5_65536_131072",
+    "b6_gte_131072",
+)
+#: bucket k holds documents with EDGES[k-1] <= tokens < EDGES[k] (b0 from 1, b6 unbounded)
+EDGES = np.array([4096, 8192, 16384, 32768, 65536, 131072], dtype=np.int64)
+EMPTY = len(BUCKETS)  # pseudo-bucket of empty documents (skipped)
+SUMMARY_JSON = "summary.json"
+SUMMARY_TSV = "summary.tsv"
+PART_FILE_RE = re.compile(r"^part_(\d{2,})\.(bin|idx\.npy|meta\.json)$")
+_NPY_HEADER = 128  # numpy pads a 1-D header to 128 bytes for any length (room to grow in place)
+_CHUNK = 1 << 20  # re-read buffer: small, so that checking a part costs few page faults
+
+PART_RULE = (
+    "parts end at document boundaries: a document goes into its bucket's open part if that part is empty "
+    "or the document still fits within part_tokens, otherwise it starts the next part; parts hold whole "
+    "documents in input order and are at most part_tokens long unless a part holds a single longer document"
+)
+ENCODING_TEXT = (
+    "tiktoken gpt2 encode_ordinary: <|endoftext|> in the text is ordinary text (id 50256 never occurs); "
+    "no separator between documents"
+)
+
+
+def bucket_range(b: int) -> tuple[int, int | None]:
+    """``(lo, hi)``: bucket ``b`` holds documents with ``lo <= tokens < hi`` (``hi`` None: no limit)."""
+    lo = 1 if b == 0 else int(EDGES[b - 1])
+    hi = int(EDGES[b]) if b < len(EDGES) else None
+    return lo, hi
+
+
+def bucket_of(n_tokens: int) -> int:
+    """Bucket index of a document with ``n_tokens`` tokens (``EMPTY`` for 0)."""
+    return EMPTY if n_tokens == 0 else int(np.searchsorted(EDGES, n_tokens, side="right"))
+
+
+def buckets_of(counts: np.ndarray) -> np.ndarray:
+    """Vectorised ``bucket_of`` (int8)."""
+    b = np.searchsorted(EDGES, counts, side="right").astype(np.int8)
+    b[counts == 0] = EMPTY
+    return b
+
+
+def parse_buckets(text: str | Sequence[str] | None) -> list[int]:
+    """``"b1,b2,b3"`` (short names or full names, or ``"all"``) -> sorted bucket indices."""
+    if text is None:
+        return list(range(len(BUCKETS)))
+    items = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
+    if items == ["all"]:
+        return list(range(len(BUCKETS)))
+    out = set()
+    for item in items:
+        hit = [k for k, name in enumerate(BUCKETS) if item == name or item == name.split("_")[0]]
+        if not hit:
+            raise InputError(f"unknown bucket {item!r}: use names from {', '.join(BUCKETS)} (or b0..b6, or 'all')")
+        out.add(hit[0])
+    if not out:
+        raise InputError("--buckets names no bucket: give e.g. b1,b2,b3 or all")
+    return sorted(out)
+
+
+def part_stem(k: int) -> str:
+    """``part_07``: the file name stem of part ``k`` inside its bucket directory."""
+    return f"part_{k:02d}"
+
+
+def npy_header(n: int) -> bytes:
+    """The 128-byte .npy v1.0 header of a 1-D int64 array of ``n`` values (same length for any ``n``)."""
+    import io
+
+    buf = io.BytesIO()
+    npy_format.write_array_header_1_0(buf, {"descr": "<i8", "fortran_order": False, "shape": (n,)})
+    h = buf.getvalue()
+    if len(h) != _NPY_HEADER:  # cannot happen with numpy >= 1.24's growth padding; never write a bad file
+        raise AssertionError(f"unexpected .npy header length {len(h)} for shape ({n},)")
+    return h
+
+
+def check_part_files(bin_path: Path, idx_path: Path, b: int) -> dict:
+    """Re-read one part from disk and check the card's invariants (and the bucket's range).
+
+    Returns the measured values (``bin_tokens``, ``idx_first``, ``idx_last``, ``docs``,
+    ``idx_non_increasing``, ``outside_range``, ``max_token_id``, the xxh3 of each whole file
+    and of each data section) and ``problems``: a list of broken invariants, empty when all hold.
+    Reads in fixed-size chunks: memory does not grow with the part size.
+    """
+    problems: list[str] = []
+    lo, hi = bucket_range(b)
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    out: dict = {"problems": problems}
+
+    # .bin: uint16 ids, no header
+    h = xxhash.xxh3_64()
+    size = 0
+    top = -1
+    with open(bin_path, "rb") as f:
+        while True:
+            n = f.readinto(buf)
+            if not n:
+                break
+            h.update(view[:n])
+            usable = n - (n % 2)
+            if usable:
+                top = max(top, int(np.frombuffer(buf, dtype="<u2", count=usable // 2).max()))
+            size += n
+    if size % 2:
+        problems.append(f"{bin_path.name} has an odd size ({size} bytes): not a uint16 array")
+    out.update(bin_tokens=size // 2, max_token_id=top if size >= 2 else None,
+               bin_xxh3_64=h.hexdigest(), bin_data_xxh3_64=h.hexdigest())
+    if top >= VOCAB_SIZE:
+        problems.append(f"max token id is {top}, not < {VOCAB_SIZE}")
+
+    # .idx.npy: a 1-D little-endian int64 array of ndocs + 1 offsets
+    whole = xxhash.xxh3_64()
+    data_h = xxhash.xxh3_64()
+    first = last = None
+    count = non_inc = outside = 0
+    prev = None
+    with open(idx_path, "rb") as f:
+        try:
+            version = npy_format.read_magic(f)
+            if version != (1, 0):
+                raise ValueError(f"npy format version {version}, expected (1, 0)")
+            shape, fortran, dtype = npy_format.read_array_header_1_0(f)
+        except (ValueError, OSError) as exc:
+            problems.append(f"{idx_path.name} is not a valid .npy file ({exc})")
+            shape, fortran, dtype = None, None, None
+        if shape is not None:
+            if dtype != np.dtype("<i8") or len(shape) != 1 or fortran:
+                problems.append(f"{idx_path.name} holds {dtype} of shape {shape}, expected a 1-D int64 array")
+            header_len = f.tell()
+            f.seek(0)
+            whole.update(f.read(header_len))
+            rest = b""
+            while True:
+                n = f.readinto(buf)
+                if not n:
+                    break
+                whole.update(view[:n])
+                data_h.update(view[:n])
+                chunk = rest + bytes(view[:n]) if rest else view[:n]
+                usable = len(chunk) - len(chunk) % 8
+                vals = np.frombuffer(chunk, dtype="<i8", count=usable // 8)
+                rest = bytes(chunk[usable:])
+                if not vals.size:
+                    continue
+                if first is None:
+                    first = int(vals[0])
+                steps = np.diff(vals) if prev is None else np.diff(np.concatenate(([prev], vals)))
+                non_inc += int(np.count_nonzero(steps <= 0))
+                outside += int(np.count_nonzero((steps < lo) | ((steps >= hi) if hi is not None else False)))
+                prev = int(vals[-1])
+                count += int(vals.size)
+            if rest:
+                problems.append(f"{idx_path.name}: its data is not a whole number of int64 values")
+            if len(shape) == 1 and shape[0] != count:
+                problems.append(f"{idx_path.name}: its header says {shape[0]} offsets, the file holds {count}")
+            last = prev
+    out.update(idx_first=first, idx_last=last, docs=count - 1 if count else None, idx_non_increasing=non_inc,
+               outside_range=outside, idx_xxh3_64=whole.hexdigest(), idx_data_xxh3_64=data_h.hexdigest())
+    if count == 0:
+        problems.append(f"{idx_path.name} is empty: it must hold at least the offset 0")
+    if first is not None and first != 0:
+        problems.append(f"idx[0] is {first}, not 0")
+    if non_inc:
+        problems.append(f"idx is not strictly increasing ({non_inc} step(s) <= 0)")
+    if last is not None and last != size // 2:
+        problems.append(f"len(bin) is {size // 2} tokens but idx[-1] is {last}")
+    if outside:
+        rng = f"[{lo}, {hi})" if hi is not None else f">= {lo}"
+        problems.append(f"{outside} document(s) have a token count outside the bucket's range {rng}")
+    return out
+
+
+def summary_tsv(summary: dict) -> str:
+    """The text of summary.tsv, made from summary.json's dict (the recipe writes it, verify compares it)."""
+    lines = ["bucket\tdocs\ttokens\tkept\tparts"]
+    for name in BUCKETS:
+        info = summary["buckets"][name]
+        lines.append(f"{name}\t{info['docs']}\t{info['tokens']}\t{'yes' if info['kept'] else 'no'}\t{len(info['parts'])}")
+    t = summary["total"]
+    lines.append(f"total\t{t['docs']}\t{t['tokens']}\t\t{sum(len(summary['buckets'][n]['parts']) for n in BUCKETS)}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,244 @@
+"""Writing for the GPT-2 recipe: one ``BucketWriter`` per kept bucket appends runs of documents
+straight into its open part's temporary files, applies the part rule, round-trips a sample of
+documents from disk, and, as each part closes, re-reads and checks it and writes its meta.json."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import xxhash
+
+from fastenc.arrow_io import AtomicGroup
+from fastenc.errors import VerificationError
+from fastenc.recipes.gpt2_format import (
+    BUCKETS,
+    ENCODING_TEXT,
+    FORMAT,
+    FORMAT_VERSION,
+    PART_RULE,
+    TOKENIZER,
+    VOCAB_SIZE,
+    bucket_range,
+    check_part_files,
+    npy_header,
+    part_stem,
+)
+from fastenc.recipes.gpt2_source import describe_document
+
+
+class Batch:
+    """What a writer needs to know about the batch being written."""
+
+    __slots__ = ("source", "path", "first_row", "data", "offsets", "checked_counts", "id_column")
+
+    def __init__(self, source, path, first_row, data, offsets, checked_counts, id_column):
+        self.source = source
+        self.path = path
+        self.first_row = first_row
+        self.data = data
+        self.offsets = offsets
+        self.checked_counts = checked_counts
+        self.id_column = id_column
+
+
+class _Part:
+    """The open part of a bucket: two temporaries being appended to, and its running counters."""
+
+    def __init__(self, index: int, directory: Path, group: AtomicGroup):
+        self.index = index
+        self.stem = part_stem(index)
+        self.bin = group.open(directory / f"{self.stem}.bin", "w+b")  # read back for the round trip
+        self.idx = group.open(directory / f"{self.stem}.idx.npy")
+        self.idx.file.write(npy_header(0))
+        zero = np.zeros(1, np.int64)
+        self.idx.file.write(zero.data)
+        self.bin_hash = xxhash.xxh3_64()
+        self.idx_hash = xxhash.xxh3_64(zero.tobytes())
+        self.tokens = 0
+        self.docs = 0
+        self.sources: dict[int, int] = {}
+        self.count_checked = 0
+        self.roundtrip_checked = 0
+        self.samples: list[list[int]] = []
+        self.first_bucket_doc = -1
+
+
+class BucketWriter:
+    """Appends runs of one bucket's documents to its part files, applying the part rule."""
+
+    def __init__(self, b: int, out_dir: Path, part_tokens: int, decode_every: int, group: AtomicGroup, ctx: dict):
+        self.b = b
+        self.name = BUCKETS[b]
+        self.dir = out_dir / self.name
+        self.lo, self.hi = bucket_range(b)
+        self.part_tokens = part_tokens
+        self.decode_every = decode_every
+        self.group = group
+        self.ctx = ctx  # encoder, run-level fields of meta.json
+        self.parts: list[dict] = []  # finished parts' meta
+        self.part: _Part | None = None
+        self.docs = 0  # documents written to this bucket so far (its next document's ordinal)
+        self.created_dir = False
+
+    def write(self, ids: np.ndarray, id_off: np.ndarray, s: int, e: int, batch: Batch) -> None:
+        """Write documents ``s..e-1`` of an encoded batch (all of this bucket, none empty)."""
+        while s < e:
+            if self.part is None:
+                self._open()
+            room = self.part_tokens - self.part.tokens
+            k = min(e, int(np.searchsorted(id_off, id_off[s] + room, side="right")) - 1)
+            if k <= s:
+                if self.part.docs:
+                    self._close()  # the next document does not fit: it starts the next part
+                    continue
+                k = s + 1  # a document longer than a whole part: a part of its own
+            self._append(ids, id_off, s, k, batch)
+            s = k
+
+    def _open(self) -> None:
+        if not self.dir.is_dir():
+            self.dir.mkdir(parents=True)
+            self.created_dir = True
+        self.part = _Part(len(self.parts), self.dir, self.group)
+        self.part.first_bucket_doc = self.docs
+
+    def _append(self, ids, id_off, s: int, k: int, batch: Batch) -> None:
+        p = self.part
+        a, z = int(id_off[s]), int(id_off[k])
+        chunk = ids[a:z].astype("<u2", copy=False)  # the card's byte order (no copy on little-endian hosts)
+        p.bin.file.write(chunk.data)
+        p.bin_hash.update(chunk)
+        ends = (id_off[s + 1 : k + 1] - (a - p.tokens)).astype("<i8", copy=False)
+        p.idx.file.write(ends.data)
+        p.idx_hash.update(ends)
+        tokens_before, docs_before = p.tokens, p.docs
+        p.tokens += z - a
+        p.docs += k - s
+        p.sources[batch.source] = p.sources.get(batch.source, 0) + (k - s)
+        if batch.checked_counts:
+            p.count_checked += k - s
+        # the sample: every decode_every-th document of the bucket, and each part's first document
+        o0 = self.docs
+        picks = set(range(s + (-o0) % self.decode_every, k, self.decode_every))
+        if docs_before == 0:
+            picks.add(s)
+        if picks:
+            p.bin.file.flush()
+            fd = p.bin.file.fileno()
+            for j in sorted(picks):
+                start = tokens_before + int(id_off[j] - id_off[s])
+                self._roundtrip(fd, start, int(id_off[j + 1] - id_off[j]), docs_before + (j - s), j, batch)
+        self.docs += k - s
+
+    def _roundtrip(self, fd: int, start: int, n: int, part_doc: int, j: int, batch: Batch) -> None:
+        """Read document ``j`` of the batch (``part_doc`` of the part) back from the part file,
+        decode it and compare it byte for byte with the source text."""
+        p = self.part
+        raw = os.pread(fd, 2 * n, 2 * start)
+        ids = np.frombuffer(raw, dtype="<u2")
+        src = batch.data[batch.offsets[j] : batch.offsets[j + 1]]
+        got = np.frombuffer(self.ctx["encoder"].decode_bytes(ids), dtype=np.uint8) if ids.size == n else None
+        row = batch.first_row + j
+        if got is None or got.size != src.size or not np.array_equal(got, src):
+            at = "in length" if got is None or got.size != src.size else f"at byte {int(np.argmax(got != src))}"
+            raise VerificationError(
+                f"round trip failed for {describe_document(batch.path, row, batch.id_column)}: its ids, read back "
+                f"from {self.name}/{p.stem}.bin (document {part_doc} of the part), decode to bytes that differ from "
+                f"the source text {at}; this is a fastenc bug: please report it with this document"
+            )
+        p.roundtrip_checked += 1
+        p.samples.append([part_doc, batch.source, row])
+
+    def _close(self) -> None:
+        p = self.part
+        if p is None:
+            return
+        self.part = None
+        p.idx.file.flush()
+        p.idx.file.seek(0)
+        p.idx.file.write(npy_header(p.docs + 1))
+        p.bin.finish()
+        p.idx.finish()
+        checks = check_part_files(p.bin.temp_path, p.idx.temp_path, self.b)
+        expect = {
+            "bin_tokens": p.tokens,
+            "idx_last": p.tokens,
+            "docs": p.docs,
+        }
+        problems = [f"{k} is {checks[k]} on disk, {v} written" for k, v in expect.items() if checks[k] != v]
+        if checks["bin_data_xxh3_64"] != p.bin_hash.hexdigest():
+            problems.append("the .bin read back differs from the ids written (xxh3)")
+        if checks["idx_data_xxh3_64"] != p.idx_hash.hexdigest():
+            problems.append("the .idx.npy read back differs from the offsets written (xxh3)")
+        problems += checks["problems"]
+        if problems:
+            raise VerificationError(
+                f"{self.name}/{p.stem}: the part failed its checks after writing: {'; '.join(problems)} "
+                f"(is the disk full or failing? nothing was published)"
+            )
+        sources = self.ctx["sources"]
+        meta = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "bucket": self.name,
+            "bucket_min_tokens": self.lo,
+            "bucket_max_tokens": self.hi,
+            "part": p.index,
+            "bin": f"{p.stem}.bin",
+            "idx": f"{p.stem}.idx.npy",
+            "docs": p.docs,
+            "tokens": p.tokens,
+            "bin_bytes": 2 * p.tokens,
+            "dtype": "uint16",
+            "idx_dtype": "int64",
+            "first_bucket_doc": p.first_bucket_doc,
+            "tokenizer": TOKENIZER,
+            "tokenizer_sha256": self.ctx["tokenizer_sha256"],
+            "vocab_size": VOCAB_SIZE,
+            "encoding": ENCODING_TEXT,
+            "fastenc_version": self.ctx["fastenc_version"],
+            "part_tokens": self.part_tokens,
+            "part_rule": PART_RULE,
+            "sources": [
+                {"source": si, "path": sources[si]["path"], "column": sources[si]["column"], "docs": n}
+                for si, n in sorted(p.sources.items())
+            ],
+            "checks": {
+                "len_bin_eq_idx_last": checks["bin_tokens"] == checks["idx_last"],
+                "bin_tokens": checks["bin_tokens"],
+                "idx_last": checks["idx_last"],
+                "idx0_eq_0": checks["idx_first"] == 0,
+                "idx_strictly_increasing": checks["idx_non_increasing"] == 0,
+                "idx_non_increasing_steps": checks["idx_non_increasing"],
+                "max_token_id": checks["max_token_id"],
+                "max_token_id_lt_vocab": checks["max_token_id"] is not None and checks["max_token_id"] < VOCAB_SIZE,
+                "docs_outside_bucket_range": checks["outside_range"],
+                "reread_equals_written": True,
+                "count_column": self.ctx["count_column"],
+                "count_checked": p.count_checked,
+                "count_mismatches": 0,
+                "roundtrip_checked": p.roundtrip_checked,
+                "roundtrip_mismatches": 0,
+            },
+            "bin_xxh3_64": checks["bin_xxh3_64"],
+            "idx_xxh3_64": checks["idx_xxh3_64"],
+            "roundtrip_samples": p.samples,
+        }
+        af = self.group.open(self.dir / f"{p.stem}.meta.json", "w", encoding="utf-8")
+        af.file.write(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+        af.finish()
+        self.parts.append(meta)
+
+    def finish(self) -> dict:
+        self._close()
+        return {
+            "docs": sum(m["docs"] for m in self.parts),
+            "tokens": sum(m["tokens"] for m in self.parts),
+            "parts": [
+                {"stem": f"{self.name}/{part_stem(m['part'])}", "docs": m["docs"], "tokens": m["tokens"],
+                 "bin_xxh3_64": m["bin_xxh3_64"], "idx_xxh3_64": m["idx_xxh3_64"]}
+                for m in self.parts
+            ],
+        }

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastenc.kernels.bpe import HEAP_THRESHOLD, _merge_long, _merge_small, bpe_piece, merge_long_piece, merge_short_piece
+from fastenc.kernels.bpe import HEAP_THRESHOLD, bpe_piece, merge_long_piece, merge_short_piece
 from fastenc.reference import bpe_ref
 from fastenc.vocab import builtin_tokenizer_dir, bytes_to_unicode, load_vocab
 
@@ -32,9 +32,7 @@ def gpt2_tables():
 def _kernel(vocab, piece: bytes, fn=bpe_piece) -> list[int]:
     data = np.frombuffer(piece, dtype=np.uint8)
     out = np.empty(len(piece), dtype=np.int64)
-    if fn is _merge_small:
-        n = fn(data, 0, len(data), vocab.byte_ids, vocab.pair_table, vocab.merge_result, out, 0)
-    elif fn is merge_short_piece:
+    if fn is merge_short_piece:
         n = fn(data, 0, len(data), vocab, np.empty(len(data), dtype=np.int64), out, 0)
     elif fn is merge_long_piece:
         n = fn(data, 0, len(data), vocab, np.empty(7 * len(data), dtype=np.int64), out, 0)
@@ -77,12 +75,15 @@ def test_both_rules_match_reference(piece, tiktoken_rule, hf_rule, gpt2_tables):
 
 @settings(max_examples=500, deadline=None)
 @given(piece=PIECES)
-def test_heap_paths_equal_simple_path(piece, tiktoken_rule, hf_rule):
-    # The heap merges are used for long pieces; they must agree everywhere, under both rules.
-    for vocab in (tiktoken_rule, hf_rule):
-        simple = _kernel(vocab, piece, _merge_small)
-        assert _kernel(vocab, piece, _merge_long) == simple
-        assert _kernel(vocab, piece, merge_long_piece) == simple
+def test_heap_merge_matches_reference(piece, tiktoken_rule, hf_rule, gpt2_tables):
+    # merge_long_piece is the merge loop alone (its caller does the whole-piece lookup), so it
+    # must equal the textbook loop under both pair rules, and the rescanning loop under HF's.
+    token_ids, merges = gpt2_tables
+    tk_parts = bpe_ref(piece, lambda a, b: token_ids.get(a + b))
+    hf_parts = bpe_ref(piece, lambda a, b: merges.get((a, b)))
+    assert _kernel(tiktoken_rule, piece, merge_long_piece) == [token_ids[p] for p in tk_parts]
+    assert _kernel(hf_rule, piece, merge_long_piece) == [token_ids[p] for p in hf_parts]
+    assert _kernel(hf_rule, piece, merge_long_piece) == _kernel(hf_rule, piece, merge_short_piece)
 
 
 def test_long_repetitive_pieces_are_exact_and_not_quadratic(tiktoken_rule, gpt2_tables):

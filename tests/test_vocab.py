@@ -169,3 +169,18 @@ def test_whole_piece_rule_applies_to_long_pieces_too(tmp_path):
         assert enc.encode(long_word + "q") == [256] * 20 + [ord("q")]
     spec["model"]["ignore_merges"] = True
     assert fastenc.load(write(tmp_path, spec, "ignore.json")).encode(long_word) == [257]
+
+
+def test_pair_table_holds_exactly_the_merges(tmp_path):
+    from fastenc.kernels.tables import NO_RANK, pair_rank
+
+    spec = toy_spec()
+    hf, _ = load_vocab(write(tmp_path, spec), merge_rule="hf")
+    tk, _ = load_vocab(write(tmp_path, spec), merge_rule="tiktoken")
+    a, b, c = ord("a"), ord("b"), ord("c")
+    # HF: the listed merges with their index as rank.
+    assert [pair_rank(hf.pair_table, x, y) for x, y in ((b, c), (a, b), (257, c))] == [0, 1, 2]
+    assert pair_rank(hf.pair_table, a, 256) == NO_RANK  # a + bc makes a token, but is no listed merge
+    # tiktoken: every split of a token into two tokens, ranked by the token's id.
+    assert [pair_rank(tk.pair_table, x, y) for x, y in ((b, c), (a, b), (257, c), (a, 256))] == [256, 257, 258, 258]
+    assert pair_rank(tk.pair_table, c, a) == NO_RANK

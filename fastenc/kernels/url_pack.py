@@ -46,6 +46,7 @@ from numba.extending import intrinsic
 from fastenc.kernels.canonical import canonical_into
 from fastenc.kernels.encode import encode_text, split_by_bytes
 from fastenc.kernels.piece_cache import PieceCaches
+from fastenc.kernels.xxh3 import mul128
 
 _U64 = np.uint64
 _MASK32 = np.uint64(0xFFFFFFFF)
@@ -88,19 +89,7 @@ _AHEAD = 16  # URLs to prefetch ahead in the gathers
 @njit(cache=True)
 def shard_of(h, num_shards):
     """``floor(h * num_shards / 2**64)``: the high 64 bits of the 128-bit product."""
-    a = _U64(h)
-    b = _U64(num_shards)
-    a_lo = a & _MASK32
-    a_hi = a >> _U64(32)
-    b_lo = b & _MASK32
-    b_hi = b >> _U64(32)
-    lo_lo = a_lo * b_lo
-    hi_lo = a_hi * b_lo
-    lo_hi = a_lo * b_hi
-    hi_hi = a_hi * b_hi
-    # (lo_lo >> 32) + (hi_lo & M) + lo_hi < 2^64: three terms below 2^32, 2^32, 2^64 - 2^33 + 1
-    cross = (lo_lo >> _U64(32)) + (hi_lo & _MASK32) + lo_hi
-    return (hi_lo >> _U64(32)) + (cross >> _U64(32)) + hi_hi
+    return mul128(_U64(h), _U64(num_shards))[0]
 
 
 @njit(cache=True)

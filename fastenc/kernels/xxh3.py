@@ -88,9 +88,13 @@ def _r32(a, i):
     )
 
 
-@njit(cache=True)
-def _mul128_fold64(a, b):
-    """Low 64 bits XOR high 64 bits of the 128-bit product a*b, from 32-bit halves."""
+@njit(cache=True, inline="always")
+def mul128(a, b):
+    """``(upper, lower)`` 64-bit halves of the 128-bit product of two uint64, from 32-bit halves.
+
+    Scalars only, inlined at the Numba level (a plain call measured ~10% slower xxh3). xxh3 folds the halves, and
+    the URL recipe's shard rule ``(h * num_shards) >> 64`` is the upper half.
+    """
     a_lo = a & _MASK32
     a_hi = a >> _U64(32)
     b_lo = b & _MASK32
@@ -103,6 +107,13 @@ def _mul128_fold64(a, b):
     cross = (lo_lo >> _U64(32)) + (hi_lo & _MASK32) + lo_hi
     upper = (hi_lo >> _U64(32)) + (cross >> _U64(32)) + hi_hi
     lower = (cross << _U64(32)) | (lo_lo & _MASK32)
+    return upper, lower
+
+
+@njit(cache=True)
+def _mul128_fold64(a, b):
+    """Low 64 bits XOR high 64 bits of the 128-bit product a*b."""
+    upper, lower = mul128(a, b)
     return lower ^ upper
 
 

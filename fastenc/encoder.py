@@ -11,7 +11,7 @@ import numpy as np
 
 from fastenc.errors import InputError, VocabError
 from fastenc.kernels.decode import decode_into, decoded_length
-from fastenc.kernels.encode import encode_batch_counts, encode_text, gather_batch
+from fastenc.kernels.encode import compact_runs, encode_batch_counts, encode_text
 from fastenc.kernels.piece_cache import (
     DEFAULT_LONG_SLOTS,
     DEFAULT_SHORT_SLOTS,
@@ -129,17 +129,19 @@ class Encoder:
         if len(offsets) > 1 and (offsets[0] < 0 or offsets[-1] > len(data) or (np.diff(offsets) < 0).any()):
             raise InputError("offsets must ascend and stay within data (0 <= offsets[0] <= ... <= offsets[-1] <= len(data))")
         n_docs = len(offsets) - 1
-        scratch = np.empty(int(offsets[-1] - offsets[0]), dtype=self.dtype)
+        # The ids are written straight into one buffer of a place per byte (an upper bound), the
+        # parallel tasks' runs are moved together, and the buffer is shrunk in place (realloc of
+        # an mmap'd block: mremap, no copy): no second buffer, no per-document gather.
+        ids = np.empty(int(offsets[-1] - offsets[0]), dtype=self.dtype)
         counts = np.zeros(n_docs, dtype=np.int64)
+        total = 0
         if n_docs:
             caches = self._task_caches()
-            encode_batch_counts(data, offsets, self.vocab, self.classes, caches.short, caches.long, scratch, counts)
-        ids = np.empty(int(counts.sum()), dtype=self.dtype)
-        id_offsets = np.empty(n_docs + 1, dtype=np.int64)
-        if n_docs:
-            gather_batch(scratch, offsets, counts, ids, id_offsets)
-        else:
-            id_offsets[0] = 0
+            encode_batch_counts(data, offsets, self.vocab, self.classes, caches.short, caches.long, ids, counts)
+            total = compact_runs(ids, offsets, counts, caches.short.shape[0])
+        ids.resize(total, refcheck=False)
+        id_offsets = np.zeros(n_docs + 1, dtype=np.int64)
+        np.cumsum(counts, out=id_offsets[1:])
         return ids, id_offsets
 
     def encode_batch(self, texts) -> tuple[np.ndarray, np.ndarray]:

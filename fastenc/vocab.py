@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from fastenc.errors import VocabError
-from fastenc.kernels import tables
+from fastenc.kernels import segments, tables
 
 from fastenc.kernels import config as cfg
 from fastenc.kernels.config import PRETOK_GPT2, PRETOK_URL
@@ -51,6 +51,8 @@ class Vocab(NamedTuple):
     token_bytes    uint8[B]     bytes of every id, concatenated (added tokens: their UTF-8 text)
     token_offsets  int64[V+1]   id -> its slice of token_bytes
     token_table    int32[cap]   bytes -> id, for whole-piece lookups
+    joinable       uint8[65536] x << 8 | y -> 0 where a long piece may be cut between bytes x
+                                and y, see fastenc.kernels.segments
     config         int64[4]     see fastenc.kernels.config: merge rule, whole-piece lookup, pre-tokenizer, size
     """
 
@@ -60,6 +62,7 @@ class Vocab(NamedTuple):
     token_bytes: np.ndarray
     token_offsets: np.ndarray
     token_table: np.ndarray
+    joinable: np.ndarray
     config: np.ndarray
 
 
@@ -205,7 +208,7 @@ def load_vocab(path, merge_rule: str = "hf", use_cache: bool = True) -> tuple[Vo
 
 
 # Bump when the table layout or the hash functions in kernels/tables.py change.
-_TABLES_FORMAT = "t1"
+_TABLES_FORMAT = "t2"
 
 
 def _cache_dir() -> Path:
@@ -345,7 +348,10 @@ def _build_vocab(raw: bytes, path: Path, merge_rule: str, sha256: str) -> tuple[
     config[cfg.WHOLE_PIECE_LOOKUP] = int(whole_piece_lookup)
     config[cfg.PRETOKENIZER] = pretok
     config[cfg.VOCAB_SIZE] = vocab_size
-    tables_ = Vocab(byte_ids, pair_table, merge_result, token_bytes, token_offsets, token_table, config)
+    tables_ = Vocab(byte_ids, pair_table, merge_result, token_bytes, token_offsets, token_table,
+                    np.ones(1 << 16, dtype=np.uint8), config)
+    # Where long pieces may be cut (kernels/segments.py) depends on the tables built above.
+    tables_ = tables_._replace(joinable=segments.build_joinable(tables_, include, whole_piece_lookup))
     info = VocabInfo(
         path=str(path),
         sha256=sha256,

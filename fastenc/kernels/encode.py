@@ -3,8 +3,9 @@
 Public kernels (callable from other people's ``@njit`` code; all tables are arguments):
 
 * ``encode_text(data, start, end, vocab, classes, caches, out, out_pos) -> out_pos``
-* ``encode_batch_counts(data, offsets, vocab, classes, short_caches, long_caches, scratch, counts)``
-* ``gather_batch(scratch, offsets, counts, out, out_offsets)`` (parallel)
+* ``encode_batch_counts(data, offsets, vocab, classes, short_caches, long_caches, out, counts)``
+  (parallel), then ``compact_runs(out, offsets, counts, n_tasks)`` (plain Python, numpy moves)
+* ``gather_batch(scratch, offsets, counts, out, out_offsets)`` (parallel; per-document slots)
 
 ``data`` is UTF-8 as ``uint8[::1]``; ``vocab`` a ``fastenc.vocab.Vocab``; ``classes`` the
 GPT-2 code-point class table (``fastenc.unicode_classes.gpt2_class_table()``; any uint8
@@ -21,14 +22,17 @@ from fastenc.kernels import config as cfg
 from fastenc.kernels.bpe import merge_long_piece, merge_short_piece
 from fastenc.kernels.piece_cache import (
     MAX_CACHED_PIECE_BYTES,
+    SHORT_WORDS,
     PieceCaches,
     cache_lookup,
     cache_store,
     max_piece_bytes,
     max_piece_ids,
+    short_cache_lookup,
 )
 from fastenc.kernels.pretok_gpt2 import gpt2_piece_end
 from fastenc.kernels.pretok_url import url_piece_end
+from fastenc.kernels.segments import segment_end
 from fastenc.kernels.tables import token_id_of
 
 
@@ -50,17 +54,37 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
     short_bytes = max_piece_bytes(short) if cacheable else 1
     long_bytes = max_piece_bytes(long) if cacheable else 1
     short_ids = max_piece_ids(short)
+    short_layout = short.shape[1] == SHORT_WORDS  # then the specialised lookup applies
     long_ids = max_piece_ids(long)
     gpt2 = vocab.config[cfg.PRETOKENIZER] == cfg.PRETOK_GPT2
     whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
+    joinable = vocab.joinable
     pos = start
-    # The hot loop: one pre-token piece per turn. Every function it calls is written so that
-    # Numba emits no reference counting for it (see piece_cache.py): a call costs a few ns.
+    cut_end = start  # while pos < cut_end, pos walks through a long piece cut into parts
+    # The hot loop: one pre-token piece (or one part of a long piece) per turn. Every function
+    # it calls is written so that Numba emits no reference counting for it (see piece_cache.py):
+    # a call costs a few ns.
     while pos < end:
-        if gpt2:
-            piece_end = gpt2_piece_end(data, pos, end, classes)
+        if pos < cut_end:
+            piece_end = segment_end(data, pos, cut_end, joinable)
         else:
-            piece_end = url_piece_end(data, pos, end)
+            if gpt2:
+                piece_end = gpt2_piece_end(data, pos, end, classes)
+            else:
+                piece_end = url_piece_end(data, pos, end)
+            if piece_end - pos > short_bytes:
+                whole = -1
+                if whole_piece_lookup:  # tiktoken's rule, HF's ignore_merges: a token is emitted as is
+                    whole = token_id_of(vocab.token_table, vocab.token_bytes, vocab.token_offsets, data, pos, piece_end)
+                if whole >= 0:
+                    out[out_pos] = whole
+                    out_pos += 1
+                    pos = piece_end
+                    continue
+                # Too long to cache whole: cut it where no merge can cross (segments.py) and
+                # encode the parts one by one, most of them from the caches.
+                cut_end = piece_end
+                piece_end = segment_end(data, pos, cut_end, joinable)
         n = piece_end - pos
         if n == 1:
             out[out_pos] = byte_ids[data[pos]]
@@ -68,7 +92,10 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
         elif n <= long_bytes:
             hit = -1
             if n <= short_bytes:
-                hit = cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
+                if short_layout:
+                    hit = short_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
+                else:
+                    hit = cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
             if hit < 0:  # a short piece with many ids (CJK, emoji) lives in the long cache
                 hit = cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
             if hit >= 0:
@@ -81,17 +108,10 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
                 elif count <= long_ids:
                     cache_store(long, data, pos, piece_end, out, out_pos, count)
                 out_pos = new_pos
-        else:
-            whole = -1
-            if whole_piece_lookup:  # tiktoken's rule, HF's ignore_merges: a token is emitted as is
-                whole = token_id_of(vocab.token_table, vocab.token_bytes, vocab.token_offsets, data, pos, piece_end)
-            if whole >= 0:
-                out[out_pos] = whole
-                out_pos += 1
-            else:
-                if work.shape[0] < 7 * n:
-                    work = np.empty(max(7 * n, 2 * work.shape[0]), dtype=np.int64)
-                out_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
+        else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
+            if work.shape[0] < 7 * n:
+                work = np.empty(max(7 * n, 2 * work.shape[0]), dtype=np.int64)
+            out_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
         pos = piece_end
     return out_pos
 
@@ -114,27 +134,48 @@ def split_by_bytes(offsets, n_parts):
 
 
 @njit(cache=True, parallel=True)
-def encode_batch_counts(data, offsets, vocab, classes, short_caches, long_caches, scratch, counts):
-    """Encode every document ``data[offsets[i]:offsets[i+1]]``, one cache per task.
+def encode_batch_counts(data, offsets, vocab, classes, short_caches, long_caches, out, counts):
+    """Encode every document ``data[offsets[i]:offsets[i+1]]``; its id count goes to ``counts[i]``.
 
-    Document i's ids go to ``scratch[offsets[i] - offsets[0]:]`` (its ids never outnumber its
-    bytes) and its id count to ``counts[i]``. Documents are cut into ``short_caches.shape[0]``
-    byte-balanced runs, one per parallel task with its own caches (``short_caches[t]``,
-    ``long_caches[t]``); the result does not depend on the split.
+    The documents are cut into ``short_caches.shape[0]`` byte-balanced runs
+    (``split_by_bytes``), one per parallel task with its own caches (``short_caches[t]``,
+    ``long_caches[t]``). Task t writes the ids of its run back to back into ``out`` from
+    ``offsets[bounds[t]] - offsets[0]`` (ids never outnumber bytes, so ``out`` needs
+    ``offsets[-1] - offsets[0]`` places); ``compact_runs`` then closes the gaps. With one task
+    the ids are already in place. The ids do not depend on the split.
     """
     n_tasks = short_caches.shape[0]
     bounds = split_by_bytes(offsets, n_tasks)
     base = offsets[0]
     for task in prange(n_tasks):
         caches = PieceCaches(short_caches[task], long_caches[task])
+        at = offsets[bounds[task]] - base
         for doc in range(bounds[task], bounds[task + 1]):
-            at = offsets[doc] - base
-            counts[doc] = encode_text(data, offsets[doc], offsets[doc + 1], vocab, classes, caches, scratch, at) - at
+            end = encode_text(data, offsets[doc], offsets[doc + 1], vocab, classes, caches, out, at)
+            counts[doc] = end - at
+            at = end
+
+
+def compact_runs(out, offsets, counts, n_tasks):
+    """Move the runs ``encode_batch_counts`` wrote with ``n_tasks`` tasks together, in order;
+    returns the number of ids, which then fill ``out[:total]``. (numpy moves the runs: a
+    memmove per task, and a run only ever moves towards the front.)"""
+    bounds = split_by_bytes(offsets, n_tasks)
+    base = int(offsets[0])
+    total = 0
+    for task in range(n_tasks):
+        src = int(offsets[bounds[task]]) - base
+        n = int(counts[bounds[task]:bounds[task + 1]].sum())
+        if src != total:
+            out[total:total + n] = out[src:src + n]
+        total += n
+    return total
 
 
 @njit(cache=True, parallel=True)
 def gather_batch(scratch, offsets, counts, out, out_offsets):
-    """Pack each document's ids from its scratch slot into ``out`` at ``out_offsets``."""
+    """Pack per-document id slots into ``out`` at ``out_offsets``: document i's ``counts[i]``
+    ids are read from ``scratch[offsets[i] - offsets[0]:]`` (the URL kernels' layout)."""
     n_docs = counts.shape[0]
     out_offsets[0] = 0
     for doc in range(n_docs):

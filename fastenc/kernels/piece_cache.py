@@ -165,6 +165,72 @@ def cache_lookup(cache, data, start, end, out, out_pos, out_limit):
 
 
 @njit(cache=True)
+def short_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
+    """``cache_lookup`` for a ``SHORT_WORDS`` cache (2 key words, 2 id words), specialised:
+    the layout is fixed at compile time, so the key is two masked 8-byte loads, the hit on the
+    home slot (the common case) is tested first, and the ids are copied without a loop. This
+    is fastenc's hottest code: one call per piece of 2..15 bytes. Same contract as
+    ``cache_lookup``; ``cache.shape[1]`` must be ``SHORT_WORDS``."""
+    mask = cache.shape[0] - 1
+    n = end - start
+    k0 = np.uint64(0)
+    k1 = np.uint64(0)
+    if start + 16 <= data.shape[0]:
+        u = np.uint64(start)
+        k0 = (np.uint64(data[u]) | np.uint64(data[u + np.uint64(1)]) << np.uint64(8)
+              | np.uint64(data[u + np.uint64(2)]) << np.uint64(16) | np.uint64(data[u + np.uint64(3)]) << np.uint64(24)
+              | np.uint64(data[u + np.uint64(4)]) << np.uint64(32) | np.uint64(data[u + np.uint64(5)]) << np.uint64(40)
+              | np.uint64(data[u + np.uint64(6)]) << np.uint64(48) | np.uint64(data[u + np.uint64(7)]) << np.uint64(56))
+        v = u + np.uint64(8)
+        k1 = (np.uint64(data[v]) | np.uint64(data[v + np.uint64(1)]) << np.uint64(8)
+              | np.uint64(data[v + np.uint64(2)]) << np.uint64(16) | np.uint64(data[v + np.uint64(3)]) << np.uint64(24)
+              | np.uint64(data[v + np.uint64(4)]) << np.uint64(32) | np.uint64(data[v + np.uint64(5)]) << np.uint64(40)
+              | np.uint64(data[v + np.uint64(6)]) << np.uint64(48) | np.uint64(data[v + np.uint64(7)]) << np.uint64(56))
+        # Keep the piece's n bytes: n is 2..15, so every shift below is in 8..56.
+        k0 = k0 if n >= 8 else k0 & (_ONES >> np.uint64(64 - 8 * n))
+        k1 = k1 & (_ONES >> np.uint64(128 - 8 * n)) if n > 8 else np.uint64(0)
+    else:  # near the end of the buffer: byte by byte, never reading past it
+        for i in range(start, end):
+            j = i - start
+            byte = np.uint64(data[i]) << np.uint64(8 * (j & 7))
+            if j < 8:
+                k0 |= byte
+            else:
+                k1 |= byte
+    k1 |= np.uint64(n) << _LEN_SHIFT
+    h = ((k0 * _MUL) ^ k1) * _MUL * _MUL  # = cache_lookup's hash with k2 = k3 = 0
+    slot = np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
+    result = -1
+    for _ in range(_PROBES):
+        stored_last = cache[slot, 1]
+        if stored_last == k1 and cache[slot, 0] == k0:
+            w0 = cache[slot, 2]
+            w1 = cache[slot, 3]
+            count = np.int64(w1 >> _COUNT_SHIFT)
+            if out_pos + 8 <= out_limit:  # copy all eight id places: no branch on the count
+                out[out_pos] = w0 & _U16
+                out[out_pos + 1] = (w0 >> np.uint64(16)) & _U16
+                out[out_pos + 2] = (w0 >> np.uint64(32)) & _U16
+                out[out_pos + 3] = w0 >> np.uint64(48)
+                out[out_pos + 4] = w1 & _U16
+                out[out_pos + 5] = (w1 >> np.uint64(16)) & _U16
+                out[out_pos + 6] = (w1 >> np.uint64(32)) & _U16
+                out[out_pos + 7] = w1 >> np.uint64(48)
+            else:
+                for j in range(count):
+                    out[out_pos + j] = (cache[slot, 2 + (j >> 2)] >> np.uint64(16 * (j & 3))) & _U16
+            result = out_pos + count
+            break
+        if stored_last == 0:
+            break
+        slot = (slot + 1) & mask
+    # Every array used in the single exit block: no reference counting (module docstring).
+    if (cache.shape[0] | data.shape[0] | out.shape[0]) < 0:
+        result = -1
+    return result
+
+
+@njit(cache=True)
 def cache_store(cache, data, start, end, ids, ids_start, count):
     """Remember that ``data[start:end]`` encodes to ``ids[ids_start:ids_start+count]``
     (2 <= end - start <= max_piece_bytes, count <= max_piece_ids, each id < 65,536).

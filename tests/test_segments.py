@@ -1,0 +1,129 @@
+"""Long pieces cut where no merge can cross (kernels/segments.py), the short-cache lookup, and
+the batch kernel's in-place runs: each checked against an independent reference."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fastenc
+from fastenc.kernels.encode import compact_runs, encode_batch_counts
+from fastenc.kernels.piece_cache import (
+    LONG_WORDS,
+    SHORT_WORDS,
+    cache_lookup,
+    cache_store,
+    new_piece_cache,
+    short_cache_lookup,
+)
+from fastenc.kernels.segments import segment_end
+from fastenc.reference import bpe_ref
+from fastenc.vocab import load_vocab
+from test_vocab import toy_spec, write
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return fastenc.load("gpt2")
+
+
+def _token_bytes(vocab) -> list[bytes]:
+    tb, to = vocab.token_bytes, vocab.token_offsets
+    return [tb[to[i] : to[i + 1]].tobytes() for i in range(len(to) - 1)]
+
+
+def test_gpt2_joinable_is_the_byte_pairs_inside_tokens(gpt2):
+    # Recomputed in Python: every byte pair inside a model token, plus, for the one token whose
+    # bytes do not merge back to it (<|endoftext|>), every pair that would start or end it.
+    tokens = _token_bytes(gpt2.vocab)
+    expected = np.zeros(1 << 16, dtype=np.uint8)
+    for token in tokens:
+        for x, y in zip(token, token[1:]):
+            expected[x << 8 | y] = 1
+    ranks = {t: i for i, t in enumerate(tokens[:50256])}
+    for token in (b"<|endoftext|>",):
+        assert bpe_ref(token, lambda a, b: ranks.get(a + b)) != [token]
+        expected[np.arange(256) << 8 | token[0]] = 1
+        expected[token[-1] << 8 | np.arange(256)] = 1
+    assert np.array_equal(gpt2.vocab.joinable, expected)
+    assert 2000 < expected.sum() < 4000  # most byte pairs can be cut: the point of it all
+
+
+def test_segment_end_stops_at_the_first_cuttable_pair():
+    joinable = np.zeros(1 << 16, dtype=np.uint8)
+    joinable[ord("a") << 8 | ord("b")] = 1
+    data = np.frombuffer(b"abab|ab", dtype=np.uint8)
+    assert segment_end(data, 0, 7, joinable) == 2  # "ab" | "ab" is cuttable (b, a not joinable)
+    assert segment_end(data, 2, 7, joinable) == 4
+    assert segment_end(data, 4, 7, joinable) == 5
+    assert segment_end(data, 5, 7, joinable) == 7
+    assert segment_end(data, 5, 6, joinable) == 6  # never past end
+
+
+def test_cutting_is_exact_when_a_token_does_not_merge_to_itself(tmp_path):
+    # "abc" is a token that no merge can build (neither "ab" nor "bc" is a token), so tiktoken's
+    # rule gives [abc] for the piece "abc" but a, b, c inside a longer piece. Cutting a long
+    # piece just before "a" or just after "c" would hand the part "abc" to the whole-piece
+    # lookup; the joinable table must forbid both cuts.
+    spec = toy_spec(extra=("abc", "xx", "xxxx"), merges=(("x", "x"), ("xx", "xx")))
+    path = write(tmp_path, spec)
+    vocab, _ = load_vocab(path, merge_rule="tiktoken")
+    assert vocab.joinable[ord("x") << 8 | ord("a")] == 1 and vocab.joinable[ord("c") << 8 | ord("x")] == 1
+    assert vocab.joinable[ord("x") << 8 | ord("b")] == 0  # other pairs stay cuttable
+    ranks = {t: i for i, t in enumerate(_token_bytes(vocab))}
+    enc = fastenc.load(path, merge_rule="tiktoken")
+    for word in ("abc", "xabc", "abcx", "x" * 17 + "abc" + "x" * 16, "abc" * 12, "xxbxxabcxx" * 4):
+        expected = [ranks[p] for p in bpe_ref(word.encode(), lambda a, b: ranks.get(a + b))]
+        if word == "abc":
+            expected = [ranks[b"abc"]]
+        assert enc.encode(word) == expected, word
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["中文", "日本語", "テキスト", "한국어", "ภาษาไทย", "的", "ー", "ก", "a", "\u0301", "😀"]),
+                min_size=1, max_size=60))
+def test_long_runs_without_spaces_match_tiktoken(gpt2, tiktoken_gpt2, parts):
+    # Runs of letters without spaces are single pieces far longer than the caches hold: they
+    # are cut into parts, and the ids must not change.
+    text = "".join(parts)
+    assert gpt2.encode(text) == tiktoken_gpt2.encode_ordinary(text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(min_size=2, max_size=15), st.binary(max_size=20), st.integers(1, 7))
+def test_short_cache_lookup_equals_the_general_lookup(piece, before, count):
+    cache = new_piece_cache(1 << 6, SHORT_WORDS)
+    ids = np.arange(1000, 1000 + count, dtype=np.int64)
+    for tail in (b"", b"0123456789abcdefghijklmnopqrstuvwxyz"):  # at the buffer's end and well inside
+        data = np.frombuffer(before + piece + tail, dtype=np.uint8)
+        start, end = len(before), len(before) + len(piece)
+        out_a = np.zeros(40, dtype=np.int64)
+        out_b = np.zeros(40, dtype=np.int64)
+        assert short_cache_lookup(cache, data, start, end, out_a, 3, 40) == -1
+        cache_store(cache, data, start, end, ids, 0, count)
+        got = short_cache_lookup(cache, data, start, end, out_a, 3, 40)
+        assert got == cache_lookup(cache, data, start, end, out_b, 3, 40) == 3 + count
+        assert out_a[3 : 3 + count].tolist() == ids.tolist() == out_b[3 : 3 + count].tolist()
+        # room for only the ids themselves: nothing is written past out_limit
+        out_c = np.full(3 + count + 5, -7, dtype=np.int64)
+        assert short_cache_lookup(cache, data, start, end, out_c, 3, 3 + count) == 3 + count
+        assert out_c[3 + count :].tolist() == [-7] * 5
+        cache[:] = 0
+
+
+@pytest.mark.parametrize("n_tasks", [1, 3, 7])
+def test_batch_runs_are_compacted_in_order_for_any_task_count(gpt2, n_tasks):
+    texts = ["", "hello world", "", "中文字符串没有空格" * 9, "x" * 300, "", "a b c", "end"]
+    data = np.frombuffer("".join(texts).encode(), dtype=np.uint8)
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(t.encode()) for t in texts], out=offsets[1:])
+    short = np.stack([new_piece_cache(1 << 10, SHORT_WORDS) for _ in range(n_tasks)])
+    long = np.stack([new_piece_cache(1 << 8, LONG_WORDS) for _ in range(n_tasks)])
+    out = np.full(len(data), 65535, dtype=np.uint16)
+    counts = np.zeros(len(texts), dtype=np.int64)
+    encode_batch_counts(data, offsets, gpt2.vocab, gpt2.classes, short, long, out, counts)
+    total = compact_runs(out, offsets, counts, n_tasks)
+    expected = [gpt2.encode(t) for t in texts]
+    assert counts.tolist() == [len(e) for e in expected]
+    assert total == sum(counts) and out[:total].tolist() == [i for e in expected for i in e]

@@ -15,8 +15,10 @@ from fastenc.kernels.encode import compact_runs, encode_batch_counts, encode_tex
 from fastenc.kernels.piece_cache import (
     DEFAULT_LONG_SLOTS,
     DEFAULT_SHORT_SLOTS,
+    DEFAULT_TINY_SLOTS,
     LONG_WORDS,
     SHORT_WORDS,
+    TINY_WORDS,
     PieceCaches,
 )
 from fastenc.unicode_classes import gpt2_class_table
@@ -88,10 +90,11 @@ class Encoder:
         return self.info.output_dtype
 
     def _task_caches(self) -> PieceCaches:
-        """One pair of piece caches per Numba thread, stacked: ``PieceCaches(short[t], long[t])``."""
+        """One set of piece caches per Numba thread, stacked: ``PieceCaches(tiny[t], short[t], long[t])``."""
         n_tasks = numba.get_num_threads()
         if self._caches is None or self._caches.short.shape[0] != n_tasks:
             self._caches = PieceCaches(
+                _zeroed_cache_memory((n_tasks, DEFAULT_TINY_SLOTS, TINY_WORDS)),
                 _zeroed_cache_memory((n_tasks, DEFAULT_SHORT_SLOTS, SHORT_WORDS)),
                 _zeroed_cache_memory((n_tasks, DEFAULT_LONG_SLOTS, LONG_WORDS)),
             )
@@ -100,7 +103,7 @@ class Encoder:
     def thread_caches(self, task: int = 0) -> PieceCaches:
         """The piece caches of one task, for calling ``encode_text`` from your own code."""
         caches = self._task_caches()
-        return PieceCaches(caches.short[task], caches.long[task])
+        return PieceCaches(caches.tiny[task], caches.short[task], caches.long[task])
 
     # --- encoding -----------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
@@ -137,7 +140,7 @@ class Encoder:
         total = 0
         if n_docs:
             caches = self._task_caches()
-            encode_batch_counts(data, offsets, self.vocab, self.classes, caches.short, caches.long, ids, counts)
+            encode_batch_counts(data, offsets, self.vocab, self.classes, caches, ids, counts)
             total = compact_runs(ids, offsets, counts, caches.short.shape[0])
         ids.resize(total, refcheck=False)
         id_offsets = np.zeros(n_docs + 1, dtype=np.int64)

@@ -2,6 +2,8 @@
 the batch kernel's in-place runs: each checked against an independent reference."""
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -10,12 +12,16 @@ from hypothesis import strategies as st
 import fastenc
 from fastenc.kernels.encode import compact_runs, encode_batch_counts
 from fastenc.kernels.piece_cache import (
-    LONG_WORDS,
     SHORT_WORDS,
+    PieceCaches,
     cache_lookup,
     cache_store,
     new_piece_cache,
+    new_piece_caches,
+    new_tiny_cache,
     short_cache_lookup,
+    tiny_cache_lookup,
+    tiny_cache_store,
 )
 from fastenc.kernels.segments import segment_end
 from fastenc.reference import bpe_ref
@@ -112,17 +118,45 @@ def test_short_cache_lookup_equals_the_general_lookup(piece, before, count):
         cache[:] = 0
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.binary(min_size=2, max_size=8), min_size=1, max_size=40), st.binary(max_size=9))
+def test_tiny_cache_gives_back_what_was_stored(pieces, before):
+    # A 4-slot table: probing, wrap-around and overwriting all happen; a hit must always give
+    # the stored ids of exactly those bytes (a cache memoizes a function of the bytes: here
+    # 1..3 ids derived from them), never ids of another piece, and the latest store is kept.
+    cache = new_tiny_cache(4)
+    remembered = {}
+    for piece in pieces:
+        data = np.frombuffer(before + piece, dtype=np.uint8)  # the piece ends the buffer
+        start, end = len(before), len(before) + len(piece)
+        digest = hashlib.sha256(piece).digest()
+        count = 1 + digest[0] % 3
+        ids = np.frombuffer(digest[2 : 2 + 2 * count], dtype=np.uint16).astype(np.int64)
+        tiny_cache_store(cache, data, start, end, ids, 0, count)
+        remembered[piece] = ids.tolist()
+        for other, other_ids in remembered.items():
+            padded = np.frombuffer(other + b"\xff" * 9, dtype=np.uint8)  # and well inside a buffer
+            for buf in (np.frombuffer(other, dtype=np.uint8), padded):
+                out = np.full(12, -1, dtype=np.int64)
+                got = tiny_cache_lookup(cache, buf, 0, len(other), out, 2, 12)
+                if got >= 0:
+                    assert out[2:got].tolist() == other_ids
+        out = np.full(12, -1, dtype=np.int64)
+        assert tiny_cache_lookup(cache, data, start, end, out, 2, 12) == 2 + count  # the latest is never lost
+        assert out[2 : 2 + count].tolist() == ids.tolist()
+
+
 @pytest.mark.parametrize("n_tasks", [1, 3, 7])
 def test_batch_runs_are_compacted_in_order_for_any_task_count(gpt2, n_tasks):
     texts = ["", "hello world", "", "中文字符串没有空格" * 9, "x" * 300, "", "a b c", "end"]
     data = np.frombuffer("".join(texts).encode(), dtype=np.uint8)
     offsets = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum([len(t.encode()) for t in texts], out=offsets[1:])
-    short = np.stack([new_piece_cache(1 << 10, SHORT_WORDS) for _ in range(n_tasks)])
-    long = np.stack([new_piece_cache(1 << 8, LONG_WORDS) for _ in range(n_tasks)])
+    per_task = [new_piece_caches(1 << 10, 1 << 8, 1 << 9) for _ in range(n_tasks)]
+    stacked = PieceCaches(*(np.stack(tables) for tables in zip(*per_task)))
     out = np.full(len(data), 65535, dtype=np.uint16)
     counts = np.zeros(len(texts), dtype=np.int64)
-    encode_batch_counts(data, offsets, gpt2.vocab, gpt2.classes, short, long, out, counts)
+    encode_batch_counts(data, offsets, gpt2.vocab, gpt2.classes, stacked, out, counts)
     total = compact_runs(out, offsets, counts, n_tasks)
     expected = [gpt2.encode(t) for t in texts]
     assert counts.tolist() == [len(e) for e in expected]

@@ -3,7 +3,7 @@
 Public kernels (callable from other people's ``@njit`` code; all tables are arguments):
 
 * ``encode_text(data, start, end, vocab, classes, caches, out, out_pos) -> out_pos``
-* ``encode_batch_counts(data, offsets, vocab, classes, short_caches, long_caches, out, counts)``
+* ``encode_batch_counts(data, offsets, vocab, classes, task_caches, out, counts)``
   (parallel), then ``compact_runs(out, offsets, counts, n_tasks)`` (plain Python, numpy moves)
 * ``gather_batch(scratch, offsets, counts, out, out_offsets)`` (parallel; per-document slots)
 
@@ -23,12 +23,16 @@ from fastenc.kernels.bpe import merge_long_piece, merge_short_piece
 from fastenc.kernels.piece_cache import (
     MAX_CACHED_PIECE_BYTES,
     SHORT_WORDS,
+    TINY_MAX_BYTES,
+    TINY_MAX_IDS,
     PieceCaches,
     cache_lookup,
     cache_store,
     max_piece_bytes,
     max_piece_ids,
     short_cache_lookup,
+    tiny_cache_lookup,
+    tiny_cache_store,
 )
 from fastenc.kernels.pretok_gpt2 import gpt2_piece_end
 from fastenc.kernels.pretok_url import url_piece_end
@@ -44,6 +48,7 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
     written to (the ids end at the returned position; what lies past it is scratch).
     """
     byte_ids = vocab.byte_ids
+    tiny = caches.tiny
     short = caches.short
     long = caches.long
     ranks = np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # scratch of the short-piece merge
@@ -51,6 +56,7 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
     out_limit = out_pos + (end - start)
     # Cached ids are uint16: larger vocabularies skip the caches.
     cacheable = vocab.config[cfg.VOCAB_SIZE] <= 65536
+    tiny_bytes = TINY_MAX_BYTES if cacheable else 1
     short_bytes = max_piece_bytes(short) if cacheable else 1
     long_bytes = max_piece_bytes(long) if cacheable else 1
     short_ids = max_piece_ids(short)
@@ -91,7 +97,9 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
             out_pos += 1
         elif n <= long_bytes:
             hit = -1
-            if n <= short_bytes:
+            if n <= tiny_bytes:
+                hit = tiny_cache_lookup(tiny, data, pos, piece_end, out, out_pos, out_limit)
+            if hit < 0 and n <= short_bytes:  # a tiny piece with more than 3 ids lives here
                 if short_layout:
                     hit = short_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
                 else:
@@ -103,7 +111,9 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
             else:
                 new_pos = merge_short_piece(data, pos, piece_end, vocab, ranks, out, out_pos)
                 count = new_pos - out_pos
-                if n <= short_bytes and count <= short_ids:
+                if n <= tiny_bytes and count <= TINY_MAX_IDS:
+                    tiny_cache_store(tiny, data, pos, piece_end, out, out_pos, count)
+                elif n <= short_bytes and count <= short_ids:
                     cache_store(short, data, pos, piece_end, out, out_pos, count)
                 elif count <= long_ids:
                     cache_store(long, data, pos, piece_end, out, out_pos, count)
@@ -134,21 +144,21 @@ def split_by_bytes(offsets, n_parts):
 
 
 @njit(cache=True, parallel=True)
-def encode_batch_counts(data, offsets, vocab, classes, short_caches, long_caches, out, counts):
+def encode_batch_counts(data, offsets, vocab, classes, task_caches, out, counts):
     """Encode every document ``data[offsets[i]:offsets[i+1]]``; its id count goes to ``counts[i]``.
 
-    The documents are cut into ``short_caches.shape[0]`` byte-balanced runs
-    (``split_by_bytes``), one per parallel task with its own caches (``short_caches[t]``,
-    ``long_caches[t]``). Task t writes the ids of its run back to back into ``out`` from
+    ``task_caches`` is a ``PieceCaches`` of stacked caches, one per parallel task
+    (``task_caches.short[t]`` ...); the documents are cut into that many byte-balanced runs
+    (``split_by_bytes``). Task t writes the ids of its run back to back into ``out`` from
     ``offsets[bounds[t]] - offsets[0]`` (ids never outnumber bytes, so ``out`` needs
     ``offsets[-1] - offsets[0]`` places); ``compact_runs`` then closes the gaps. With one task
     the ids are already in place. The ids do not depend on the split.
     """
-    n_tasks = short_caches.shape[0]
+    n_tasks = task_caches.short.shape[0]
     bounds = split_by_bytes(offsets, n_tasks)
     base = offsets[0]
     for task in prange(n_tasks):
-        caches = PieceCaches(short_caches[task], long_caches[task])
+        caches = PieceCaches(task_caches.tiny[task], task_caches.short[task], task_caches.long[task])
         at = offsets[bounds[task]] - base
         for doc in range(bounds[task], bounds[task + 1]):
             end = encode_text(data, offsets[doc], offsets[doc + 1], vocab, classes, caches, out, at)

@@ -10,7 +10,10 @@ their ids skips the merge loop almost always. A cache is ``uint64[slots, W]``:
 
 so a ``W = 4`` cache (32-byte slots) holds pieces of 2..15 bytes with up to 7 ids, and a
 ``W = 8`` cache (64-byte slots) pieces of up to 31 bytes with up to 15 ids (a short piece with
-more than 7 ids, such as a run of CJK characters, is kept in the long cache). Ids must be below
+more than 7 ids, such as a run of CJK characters, is kept in the long cache). In front of them
+a *tiny* cache (``uint64[slots, 2]``, its own layout, see ``tiny_cache_lookup``) holds the
+pieces of 2..8 bytes with up to 3 ids: most lookups in most text, in a quarter of the memory
+per entry, so that the table they hit stays small enough for the CPU caches. Ids must be below
 65,536 (the caller checks the vocabulary size). A slot whose last key word is 0 is empty (a
 stored piece has a non-zero length). On a collision after a short probe the home slot is
 overwritten: a cache only memoizes a pure function, so eviction never changes an output.
@@ -18,9 +21,9 @@ overwritten: a cache only memoizes a pure function, so eviction never changes an
 The lookup is the hottest code in fastenc (one call per piece that is not a single byte), so it
 is written for Numba's code generator: no calls, a single return, every array used in the exit
 block (then Numba's pruner removes all reference counting of the array arguments: 60 -> ~10 ns
-per lookup), keys read 8 bytes at a
-time (LLVM fuses the eight byte loads of ``_word_at`` into one), and ids copied out without a
-data-dependent loop.
+per lookup), keys read 8 bytes at a time (LLVM fuses the eight byte loads into one), and ids
+copied out without a data-dependent loop. The tiny and short caches have lookups specialised
+to their layouts; ``cache_lookup`` serves any ``W``.
 """
 from __future__ import annotations
 
@@ -29,11 +32,15 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+TINY_WORDS = 2  # 16-byte slots: pieces up to 8 bytes with up to 3 ids (a layout of their own)
+TINY_MAX_BYTES = 8
+TINY_MAX_IDS = 3
 SHORT_WORDS = 4  # 32-byte slots: pieces up to 15 bytes
 LONG_WORDS = 8  # 64-byte slots: pieces up to 31 bytes
 MAX_CACHED_PIECE_BYTES = 8 * (LONG_WORDS // 2) - 1  # longer pieces are merged every time
 DEFAULT_SHORT_SLOTS = 1 << 20  # 32 MB: the ~650k distinct short pieces of 97 MB of multilingual text
 DEFAULT_LONG_SLOTS = 1 << 17  # 8 MB
+DEFAULT_TINY_SLOTS = 1 << 19  # 8 MB: ~260k distinct pieces of 2..8 bytes in the same text
 _PROBES = 8
 _MUL = np.uint64(0x9E3779B97F4A7C15)
 _MUL2 = np.uint64(0xC2B2AE3D27D4EB4F)
@@ -230,6 +237,89 @@ def short_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     return result
 
 
+def new_tiny_cache(slots: int = DEFAULT_TINY_SLOTS) -> np.ndarray:
+    """An empty tiny cache: ``uint64[slots, 2]``; ``slots`` a power of two."""
+    if slots < 1 or slots & (slots - 1):
+        raise ValueError(f"piece cache slots must be a power of two, got {slots}")
+    return np.zeros((slots, TINY_WORDS), dtype=np.uint64)
+
+
+@njit(cache=True)
+def tiny_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
+    """The ids of a piece of 2..8 bytes from a tiny cache, as ``cache_lookup`` (same contract;
+    up to 3 places past ``out_pos`` may be written, never past ``out_limit``).
+
+    A tiny slot is two words: the piece's bytes (little-endian, zero padded), then
+    ``id0 | id1 << 16 | id2 << 32 | count << 48 | length << 56`` (0 = empty slot). Most pieces
+    in most text are this short, so half-size slots keep the table that answers most lookups
+    at 8 MB instead of 32: fewer of its lines miss the CPU's caches.
+    """
+    mask = cache.shape[0] - 1
+    n = end - start
+    k0 = np.uint64(0)
+    if start + 8 <= data.shape[0]:
+        u = np.uint64(start)
+        k0 = (np.uint64(data[u]) | np.uint64(data[u + np.uint64(1)]) << np.uint64(8)
+              | np.uint64(data[u + np.uint64(2)]) << np.uint64(16) | np.uint64(data[u + np.uint64(3)]) << np.uint64(24)
+              | np.uint64(data[u + np.uint64(4)]) << np.uint64(32) | np.uint64(data[u + np.uint64(5)]) << np.uint64(40)
+              | np.uint64(data[u + np.uint64(6)]) << np.uint64(48) | np.uint64(data[u + np.uint64(7)]) << np.uint64(56))
+        k0 = k0 & (_ONES >> np.uint64(64 - 8 * n))  # n is 2..8: a shift of 0..48
+    else:  # near the end of the buffer: byte by byte, never reading past it
+        for i in range(start, end):
+            k0 |= np.uint64(data[i]) << np.uint64(8 * (i - start))
+    length = np.uint64(n)
+    h = ((k0 * _MUL) ^ length) * _MUL
+    slot = np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
+    result = -1
+    for _ in range(_PROBES):
+        w1 = cache[slot, 1]
+        if cache[slot, 0] == k0 and (w1 >> _LEN_SHIFT) == length:
+            count = np.int64((w1 >> _COUNT_SHIFT) & np.uint64(0xFF))
+            if out_pos + TINY_MAX_IDS <= out_limit:  # copy all three id places: no branch on the count
+                out[out_pos] = w1 & _U16
+                out[out_pos + 1] = (w1 >> np.uint64(16)) & _U16
+                out[out_pos + 2] = (w1 >> np.uint64(32)) & _U16
+            else:
+                for j in range(count):
+                    out[out_pos + j] = (w1 >> np.uint64(16 * j)) & _U16
+            result = out_pos + count
+            break
+        if w1 == 0:
+            break
+        slot = (slot + 1) & mask
+    if (cache.shape[0] | data.shape[0] | out.shape[0]) < 0:
+        result = -1
+    return result
+
+
+@njit(cache=True)
+def tiny_cache_store(cache, data, start, end, ids, ids_start, count):
+    """Remember a piece of 2..8 bytes with 1..3 ids (each < 65,536) in a tiny cache; like
+    ``cache_store``, the home slot is overwritten when the probed slots are all taken."""
+    mask = cache.shape[0] - 1
+    n = end - start
+    k0 = np.uint64(0)
+    for i in range(start, end):
+        k0 |= np.uint64(data[i]) << np.uint64(8 * (i - start))
+    length = np.uint64(n)
+    h = ((k0 * _MUL) ^ length) * _MUL
+    home = np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
+    slot = home
+    for probe in range(_PROBES):
+        candidate = (home + probe) & mask
+        if cache[candidate, 1] == 0:
+            slot = candidate
+            break
+    w1 = (length << _LEN_SHIFT) | (np.uint64(count) << _COUNT_SHIFT)
+    for j in range(count):
+        w1 |= np.uint64(ids[ids_start + j]) << np.uint64(16 * j)
+    cache[slot, 0] = k0
+    cache[slot, 1] = w1
+    if (cache.shape[0] | data.shape[0] | ids.shape[0]) < 0:
+        count = 0
+    return count
+
+
 @njit(cache=True)
 def cache_store(cache, data, start, end, ids, ids_start, count):
     """Remember that ``data[start:end]`` encodes to ``ids[ids_start:ids_start+count]``
@@ -285,13 +375,19 @@ def cache_store(cache, data, start, end, ids, ids_start, count):
 
 
 class PieceCaches(NamedTuple):
-    """The two memos one thread uses: pieces of up to 15 bytes, and of 16..31 bytes."""
+    """The three memos one thread uses: pieces of 2..8 bytes with up to 3 ids (``tiny``), of
+    up to 15 bytes with up to 7 ids (``short``), and of up to 31 bytes with up to 15 ids
+    (``long``). Stacked (one more leading axis, one entry per parallel task) for the batch
+    kernels."""
 
+    tiny: np.ndarray
     short: np.ndarray
     long: np.ndarray
 
 
-def new_piece_caches(short_slots: int = DEFAULT_SHORT_SLOTS, long_slots: int = DEFAULT_LONG_SLOTS) -> PieceCaches:
-    """Fresh caches for one thread (40 MB by default). Keep them between calls: a warm
+def new_piece_caches(short_slots: int = DEFAULT_SHORT_SLOTS, long_slots: int = DEFAULT_LONG_SLOTS,
+                     tiny_slots: int = DEFAULT_TINY_SLOTS) -> PieceCaches:
+    """Fresh caches for one thread (48 MB by default). Keep them between calls: a warm
     cache is what makes encoding fast, and it never changes the ids."""
-    return PieceCaches(new_piece_cache(short_slots, SHORT_WORDS), new_piece_cache(long_slots, LONG_WORDS))
+    return PieceCaches(new_tiny_cache(tiny_slots), new_piece_cache(short_slots, SHORT_WORDS),
+                       new_piece_cache(long_slots, LONG_WORDS))

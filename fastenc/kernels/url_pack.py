@@ -10,8 +10,8 @@ that recipe that are not plain numpy (``fastenc.recipes.urls`` drives them):
   are NOT in ``shard``; the indices of the first ``max_first`` of them go to ``first``.
 - ``hash_order(keys, n_tasks) -> (order, sorted_keys)``: the permutation that sorts ``keys`` (uint64)
   ascending, equal keys in index order (a stable argsort), and the sorted keys.
-- ``pack_urls(data, offsets, order, canon_offsets, eos, vocab, classes, short_caches,
-  long_caches, canon, scratch, counts, irreversible)``: canonicalize and encode URLs
+- ``pack_urls(data, offsets, order, canon_offsets, eos, vocab, classes, task_caches, canon,
+  scratch, counts, irreversible)``: canonicalize and encode URLs
   ``order[k]`` into per-URL slots, ``[eos] ++ ids`` each (parallel; the result does not depend
   on the threads), flagging the URLs that canonical() cannot give back.
 - ``gather_spans(tokens, tok_offsets, order, out, out_offsets, n_tasks)``: token spans (one per
@@ -329,7 +329,7 @@ def _round_trips(data, a, b, canon, c0, c1):
 
 
 @njit(cache=True, parallel=True, nogil=True)
-def pack_urls(data, offsets, order, canon_offsets, eos, vocab, classes, short_caches, long_caches, canon, scratch, counts,
+def pack_urls(data, offsets, order, canon_offsets, eos, vocab, classes, task_caches, canon, scratch, counts,
               irreversible):
     """Encode URLs ``order[0..m-1]`` of the Arrow layout ``(data, offsets)``, each as ``[eos] ++ ids``.
 
@@ -338,15 +338,15 @@ def pack_urls(data, offsets, order, canon_offsets, eos, vocab, classes, short_ca
     to its slot ``scratch[canon_offsets[k] + k:]`` (one slot per URL, one id more than its bytes:
     an id never covers less than one byte); ``counts[k]`` gets 1 + its number of ids. Gather the
     slots with ``fastenc.kernels.encode.gather_batch(scratch, canon_offsets + arange(m + 1),
-    counts, ...)``. URLs are cut into one byte-balanced run per task (``short_caches.shape[0]``
-    tasks, each with its own caches); the result does not depend on the split.
+    counts, ...)``. ``task_caches`` is a ``PieceCaches`` of stacked caches, one per task; URLs
+    are cut into one byte-balanced run per task; the result does not depend on the split.
 
     ``irreversible[k]`` (uint8) is set to 1 when canonical(canonical(url)) != url: the card's
     canonical() is not self-inverse on some malformed hosts (``http://x:1.y``, ``http://a.[b``),
     so such a URL cannot be recovered from the bin. Only URLs whose authority holds ``:`` or ``[``
     are re-checked (all others are provably self-inverse), so the check costs next to nothing.
     """
-    n_tasks = short_caches.shape[0]
+    n_tasks = task_caches.short.shape[0]
     bounds = split_by_bytes(canon_offsets, n_tasks)
     # Two passes: the first gathers the URLs (random reads: in hash order they are scattered all
     # over the column) into canon, in order; the second encodes canon front to back. A tight
@@ -368,7 +368,7 @@ def pack_urls(data, offsets, order, canon_offsets, eos, vocab, classes, short_ca
             if _authority_has_colon_or_bracket(data, a, b) and not _round_trips(data, a, b, canon, c0, c1):
                 irreversible[k] = 1
     for task in prange(n_tasks):
-        caches = PieceCaches(short_caches[task], long_caches[task])
+        caches = PieceCaches(task_caches.tiny[task], task_caches.short[task], task_caches.long[task])
         for k in range(bounds[task], bounds[task + 1]):
             c0 = canon_offsets[k]
             at = c0 + k

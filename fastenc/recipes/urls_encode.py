@@ -70,7 +70,7 @@ def encode_url_chunk(enc, data: np.ndarray, offsets: np.ndarray, order: np.ndarr
         return EncodedUrls(bufs.out_for(0) if out is None else out[:0], tok_offsets, flags)
     caches = enc._task_caches()
     pack_urls(data, offsets, order, canon_offsets, 0, enc.vocab, enc.classes,
-              caches.short, caches.long, canon, scratch, counts, flags)
+              caches, canon, scratch, counts, flags)
     total = int(counts.sum())
     if out is None:
         out = bufs.out_for(total)

@@ -208,7 +208,7 @@ def load_vocab(path, merge_rule: str = "hf", use_cache: bool = True) -> tuple[Vo
 
 
 # Bump when the table layout or the hash functions in kernels/tables.py change.
-_TABLES_FORMAT = "t2"
+_TABLES_FORMAT = "t3"
 
 
 def _cache_dir() -> Path:
@@ -301,7 +301,13 @@ def _build_vocab(raw: bytes, path: Path, merge_rule: str, sha256: str) -> tuple[
         )
 
     # --- merges -------------------------------------------------------------------------
-    ids_of_bytes = {id_to_bytes[t]: t for t in sorted(model_ids, reverse=True)}  # lowest id wins
+    # The tokens merges can make and whole-piece lookups can find: tiktoken keeps special tokens
+    # out of its mergeable ranks (encode_ordinary never emits them); HF's model vocab has them.
+    if merge_rule == "tiktoken":
+        mergeable_ids = model_ids - set(special_tokens.values())
+    else:
+        mergeable_ids = model_ids
+    ids_of_bytes = {id_to_bytes[t]: t for t in sorted(mergeable_ids, reverse=True)}  # lowest id wins
     if merge_rule == "hf":
         lefts, rights, results = [], [], []
         for index, merge in enumerate(model["merges"]):
@@ -322,7 +328,7 @@ def _build_vocab(raw: bytes, path: Path, merge_rule: str, sha256: str) -> tuple[
         for index, merge in enumerate(model["merges"]):
             _parse_merge(merge, index)
         lefts, rights, ranks_list = [], [], []
-        for tid in sorted(model_ids):
+        for tid in sorted(mergeable_ids):
             raw_token = id_to_bytes[tid]
             for k in range(1, len(raw_token)):
                 left, right = ids_of_bytes.get(raw_token[:k]), ids_of_bytes.get(raw_token[k:])
@@ -340,8 +346,8 @@ def _build_vocab(raw: bytes, path: Path, merge_rule: str, sha256: str) -> tuple[
     rights_a = np.asarray(rights, dtype=np.int64)
     pair_table = tables.build_pair_table(lefts_a, rights_a, ranks.astype(np.int64), tables.table_capacity(len(lefts_a)))
     include = np.zeros(vocab_size, dtype=np.bool_)
-    include[list(model_ids)] = True
-    token_table = tables.build_token_table(token_bytes, token_offsets, include, tables.table_capacity(len(model_ids)))
+    include[list(mergeable_ids)] = True
+    token_table = tables.build_token_table(token_bytes, token_offsets, include, tables.table_capacity(len(mergeable_ids)))
 
     config = np.zeros(cfg.LENGTH, dtype=np.int64)
     config[cfg.MERGE_RULE] = MERGE_RULES[merge_rule]
@@ -350,8 +356,15 @@ def _build_vocab(raw: bytes, path: Path, merge_rule: str, sha256: str) -> tuple[
     config[cfg.VOCAB_SIZE] = vocab_size
     tables_ = Vocab(byte_ids, pair_table, merge_result, token_bytes, token_offsets, token_table,
                     np.ones(1 << 16, dtype=np.uint8), config)
+    differs = np.zeros(vocab_size, dtype=np.bool_)
+    if whole_piece_lookup:
+        differs = segments.tokens_merging_differently(tables_, include)
+        if not differs.any():
+            # Every token's bytes merge to that token, so looking a piece up first can never
+            # change its ids: skip the lookup (it costs three random reads per cache miss).
+            config[cfg.WHOLE_PIECE_LOOKUP] = 0
     # Where long pieces may be cut (kernels/segments.py) depends on the tables built above.
-    tables_ = tables_._replace(joinable=segments.build_joinable(tables_, include, whole_piece_lookup))
+    tables_ = tables_._replace(joinable=segments.build_joinable(tables_, include, differs))
     info = VocabInfo(
         path=str(path),
         sha256=sha256,

@@ -53,6 +53,7 @@ class Vocab(NamedTuple):
     token_table    int32[cap]   bytes -> id, for whole-piece lookups
     joinable       uint8[65536] x << 8 | y -> 0 where a long piece may be cut between bytes x
                                 and y, see fastenc.kernels.segments
+    byte_pair_ranks int32[65536] x << 8 | y -> rank of merging byte x with byte y, or -1
     config         int64[4]     see fastenc.kernels.config: merge rule, whole-piece lookup, pre-tokenizer, size
     """
 
@@ -63,6 +64,7 @@ class Vocab(NamedTuple):
     token_offsets: np.ndarray
     token_table: np.ndarray
     joinable: np.ndarray
+    byte_pair_ranks: np.ndarray
     config: np.ndarray
 
 
@@ -208,7 +210,7 @@ def load_vocab(path, merge_rule: str = "hf", use_cache: bool = True) -> tuple[Vo
 
 
 # Bump when the table layout or the hash functions in kernels/tables.py change.
-_TABLES_FORMAT = "t3"
+_TABLES_FORMAT = "t4"
 
 
 def _cache_dir() -> Path:
@@ -355,7 +357,7 @@ def _build_vocab(raw: bytes, path: Path, merge_rule: str, sha256: str) -> tuple[
     config[cfg.PRETOKENIZER] = pretok
     config[cfg.VOCAB_SIZE] = vocab_size
     tables_ = Vocab(byte_ids, pair_table, merge_result, token_bytes, token_offsets, token_table,
-                    np.ones(1 << 16, dtype=np.uint8), config)
+                    np.ones(1 << 16, dtype=np.uint8), tables.build_byte_pair_ranks(pair_table, byte_ids), config)
     differs = np.zeros(vocab_size, dtype=np.bool_)
     if whole_piece_lookup:
         differs = segments.tokens_merging_differently(tables_, include)

@@ -45,6 +45,7 @@ def merge_short_piece(data, start, end, vocab, ranks, out, out_pos):
     token_table = vocab.token_table
     token_bytes = vocab.token_bytes
     token_offsets = vocab.token_offsets
+    byte_pair_ranks = vocab.byte_pair_ranks
     n = end - start
     whole = -1
     if vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0:  # a piece that is a token is emitted as is
@@ -74,7 +75,9 @@ def merge_short_piece(data, start, end, vocab, ranks, out, out_pos):
         pmask = np.uint64(pair_table.shape[0] - 1)
         for i in range(n):
             out[out_pos + i] = byte_ids[data[start + i]]
-            ranks[i] = _NEEDS_RANK
+        for i in range(n - 1):  # the first round of ranks from the direct byte-pair table
+            r = np.int64(byte_pair_ranks[(np.int64(data[start + i]) << 8) | np.int64(data[start + i + 1])])
+            ranks[i] = r if r >= 0 else _NO_PAIR
         ranks[n - 1] = _NO_PAIR
         while n > 1:
             best = _NO_PAIR
@@ -108,7 +111,7 @@ def merge_short_piece(data, start, end, vocab, ranks, out, out_pos):
                 ranks[at - 1] = _NEEDS_RANK
     # Every array used in the exit block: Numba's pruner then drops all their refcounting.
     if (data.shape[0] | ranks.shape[0] | out.shape[0] | byte_ids.shape[0] | pair_table.shape[0] | merge_result.shape[0]
-            | token_table.shape[0] | token_bytes.shape[0] | token_offsets.shape[0]) < 0:
+            | token_table.shape[0] | token_bytes.shape[0] | token_offsets.shape[0] | byte_pair_ranks.shape[0]) < 0:
         n = 0
     return out_pos + n
 

@@ -128,3 +128,15 @@ def table_capacity(n_entries: int, load: float = 0.5) -> int:
     while cap * load < n_entries:
         cap *= 2
     return cap
+
+
+@njit(cache=True)
+def build_byte_pair_ranks(pair_table, byte_ids):
+    """``int32[65536]``: the rank of merging the single bytes ``x`` then ``y`` at ``x << 8 | y``
+    (``NO_RANK`` if they never merge). Every merge starts from bytes, so a direct table answers
+    the first round of lookups of each piece from 256 kB instead of the larger hash table."""
+    ranks = np.empty(1 << 16, dtype=np.int32)
+    for x in range(256):
+        for y in range(256):
+            ranks[(x << 8) | y] = pair_rank(pair_table, byte_ids[x], byte_ids[y])
+    return ranks

@@ -90,15 +90,21 @@ class Encoder:
         return self.info.output_dtype
 
     def _task_caches(self) -> PieceCaches:
-        """One set of piece caches per Numba thread, stacked: ``PieceCaches(tiny[t], short[t], long[t])``."""
+        """One set of piece caches per Numba thread, stacked: ``PieceCaches(tiny[t], short[t], long[t])``.
+
+        Room is reserved once for the most threads Numba may use (``NUMBA_NUM_THREADS``): the
+        memory is anonymous and only the pages a task touches are ever backed, so this costs
+        nothing per unused thread, and changing ``numba.set_num_threads`` keeps warm caches.
+        """
         n_tasks = numba.get_num_threads()
-        if self._caches is None or self._caches.short.shape[0] != n_tasks:
+        if self._caches is None or self._caches.short.shape[0] < n_tasks:
+            room = max(n_tasks, numba.config.NUMBA_NUM_THREADS)
             self._caches = PieceCaches(
-                _zeroed_cache_memory((n_tasks, DEFAULT_TINY_SLOTS, TINY_WORDS)),
-                _zeroed_cache_memory((n_tasks, DEFAULT_SHORT_SLOTS, SHORT_WORDS)),
-                _zeroed_cache_memory((n_tasks, DEFAULT_LONG_SLOTS, LONG_WORDS)),
+                _zeroed_cache_memory((room, DEFAULT_TINY_SLOTS, TINY_WORDS)),
+                _zeroed_cache_memory((room, DEFAULT_SHORT_SLOTS, SHORT_WORDS)),
+                _zeroed_cache_memory((room, DEFAULT_LONG_SLOTS, LONG_WORDS)),
             )
-        return self._caches
+        return PieceCaches(*(tables[:n_tasks] for tables in self._caches))
 
     def thread_caches(self, task: int = 0) -> PieceCaches:
         """The piece caches of one task, for calling ``encode_text`` from your own code."""

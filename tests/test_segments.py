@@ -163,3 +163,22 @@ def test_batch_runs_are_compacted_in_order_for_any_task_count(gpt2, n_tasks):
     expected = [gpt2.encode(t) for t in texts]
     assert counts.tolist() == [len(e) for e in expected]
     assert total == sum(counts) and out[:total].tolist() == [i for e in expected for i in e]
+
+
+def test_changing_the_thread_count_keeps_the_warm_caches():
+    import numba
+
+    enc = fastenc.load("gpt2")
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = enc._task_caches()
+        enc.encode("warm the first task's caches")
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+        every = enc._task_caches()
+    finally:
+        numba.set_num_threads(before)
+    assert one.short.shape[0] == 1 and every.short.shape[0] == numba.config.NUMBA_NUM_THREADS
+    for a, b in zip(one, every):
+        assert np.shares_memory(a, b) and np.array_equal(a[0], b[0])
+    assert one.tiny[0].any()  # the warm entries are still there

@@ -182,3 +182,39 @@ def test_changing_the_thread_count_keeps_the_warm_caches():
     for a, b in zip(one, every):
         assert np.shares_memory(a, b) and np.array_equal(a[0], b[0])
     assert one.tiny[0].any()  # the warm entries are still there
+
+
+def test_a_marker_sends_the_lookup_on_and_a_miss_means_never_seen():
+    from fastenc.kernels.piece_cache import ELSEWHERE
+
+    data = np.frombuffer(b"ab" + b"abcdefghijkl" + b" tail bytes to read past", dtype=np.uint8)
+    out = np.zeros(32, dtype=np.int64)
+    ids = np.arange(1, 16, dtype=np.int64)
+    tiny = new_tiny_cache(16)
+    short = new_piece_cache(16, SHORT_WORDS)
+    assert tiny_cache_lookup(tiny, data, 0, 2, out, 0, 32) == -1
+    tiny_cache_store(tiny, data, 0, 2, ids, 0, 0)  # a marker: no ids
+    assert tiny_cache_lookup(tiny, data, 0, 2, out, 0, 32) == ELSEWHERE
+    assert short_cache_lookup(short, data, 2, 14, out, 0, 32) == -1
+    cache_store(short, data, 2, 14, ids, 0, 0)
+    assert short_cache_lookup(short, data, 2, 14, out, 0, 32) == ELSEWHERE
+    assert cache_lookup(short, data, 2, 14, out, 0, 32) == ELSEWHERE
+
+
+def test_pieces_with_many_ids_are_found_again_through_the_markers(gpt2, tiktoken_gpt2):
+    # 2..8-byte pieces with 4+ ids and 9..15-byte pieces with 8+ ids live in later caches; a
+    # second encode must find them there (and give the same ids as the first and as tiktoken).
+    from fastenc.kernels.encode import encode_text
+
+    words = ["\U0001f600\U0001f601", "\u0e01\u0e02\u0e03", "\U0001f44d\U0001f3fd" * 2, "한국어", "👨‍👩‍👧"]
+    text = " ".join(words * 3)
+    data = np.frombuffer(text.encode(), dtype=np.uint8)
+    caches = new_piece_caches(1 << 8, 1 << 6, 1 << 8)
+    out = np.zeros(len(data), dtype=np.int64)
+    first = out[: encode_text(data, 0, len(data), gpt2.vocab, gpt2.classes, caches, out, 0)].tolist()
+    assert first == tiktoken_gpt2.encode_ordinary(text)
+    markers = caches.tiny[(caches.tiny[:, 1] != 0) & ((caches.tiny[:, 1] >> np.uint64(48)) & np.uint64(0xFF) == 0)]
+    assert len(markers) > 0  # the test does reach the marker path
+    out[:] = 0
+    again = out[: encode_text(data, 0, len(data), gpt2.vocab, gpt2.classes, caches, out, 0)].tolist()
+    assert again == first

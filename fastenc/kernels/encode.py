@@ -21,6 +21,7 @@ from numba import njit, prange
 from fastenc.kernels import config as cfg
 from fastenc.kernels.bpe import merge_long_piece, merge_short_piece
 from fastenc.kernels.piece_cache import (
+    ELSEWHERE,
     MAX_CACHED_PIECE_BYTES,
     SHORT_WORDS,
     TINY_MAX_BYTES,
@@ -96,15 +97,24 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
             out[out_pos] = byte_ids[data[pos]]
             out_pos += 1
         elif n <= long_bytes:
-            hit = -1
+            # -1: never seen, merge it; ELSEWHERE: a marker, the ids are in a later cache.
             if n <= tiny_bytes:
                 hit = tiny_cache_lookup(tiny, data, pos, piece_end, out, out_pos, out_limit)
-            if hit < 0 and n <= short_bytes:  # a tiny piece with more than 3 ids lives here
+                if hit == ELSEWHERE:  # 4..7 ids: the short cache; more: the long one
+                    if short_layout:
+                        hit = short_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
+                    else:
+                        hit = cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
+                    if hit < 0:
+                        hit = cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
+            elif n <= short_bytes:
                 if short_layout:
                     hit = short_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
                 else:
                     hit = cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
-            if hit < 0:  # a short piece with many ids (CJK, emoji) lives in the long cache
+                if hit == ELSEWHERE:  # more than 7 ids (CJK, emoji): the long cache
+                    hit = cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
+            else:
                 hit = cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
             if hit >= 0:
                 out_pos = hit
@@ -113,10 +123,17 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
                 count = new_pos - out_pos
                 if n <= tiny_bytes and count <= TINY_MAX_IDS:
                     tiny_cache_store(tiny, data, pos, piece_end, out, out_pos, count)
-                elif n <= short_bytes and count <= short_ids:
-                    cache_store(short, data, pos, piece_end, out, out_pos, count)
-                elif count <= long_ids:
-                    cache_store(long, data, pos, piece_end, out, out_pos, count)
+                else:
+                    if n <= short_bytes and count <= short_ids:
+                        cache_store(short, data, pos, piece_end, out, out_pos, count)
+                    elif count <= long_ids:
+                        cache_store(long, data, pos, piece_end, out, out_pos, count)
+                    # Markers (an entry with no ids) send the next lookup on to the cache that
+                    # holds the ids, so that a piece missing from the first is known to be new.
+                    if n <= tiny_bytes:
+                        tiny_cache_store(tiny, data, pos, piece_end, out, out_pos, 0)
+                    elif n <= short_bytes and count > short_ids:
+                        cache_store(short, data, pos, piece_end, out, out_pos, 0)
                 out_pos = new_pos
         else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
             if work.shape[0] < 7 * n:

@@ -18,6 +18,12 @@ per entry, so that the table they hit stays small enough for the CPU caches. Ids
 stored piece has a non-zero length). On a collision after a short probe the home slot is
 overwritten: a cache only memoizes a pure function, so eviction never changes an output.
 
+An entry with an id count of 0 is a *marker*: the piece is known, but it has too many ids for
+this cache, so they are in a later one (tiny, then short, then long). A lookup that finds one
+returns ``ELSEWHERE`` (-2); one that finds nothing returns -1, and then the piece has never been
+seen (or was evicted), so ``encode_text`` merges it at once instead of probing the later caches
+too: a miss costs one table's probe, not three.
+
 The lookup is the hottest code in fastenc (one call per piece that is not a single byte), so it
 is written for Numba's code generator: no calls, a single return, every array used in the exit
 block (then Numba's pruner removes all reference counting of the array arguments: 60 -> ~10 ns
@@ -42,6 +48,7 @@ DEFAULT_SHORT_SLOTS = 1 << 20  # 32 MB: the ~650k distinct short pieces of 97 MB
 DEFAULT_LONG_SLOTS = 1 << 17  # 8 MB
 DEFAULT_TINY_SLOTS = 1 << 19  # 8 MB: ~260k distinct pieces of 2..8 bytes in the same text
 _PROBES = 8
+ELSEWHERE = -2  # a lookup's answer for a marker: the piece is known, its ids are in a later cache
 _MUL = np.uint64(0x9E3779B97F4A7C15)
 _MUL2 = np.uint64(0xC2B2AE3D27D4EB4F)
 _U16 = np.uint64(0xFFFF)
@@ -161,7 +168,7 @@ def cache_lookup(cache, data, start, end, out, out_pos, out_limit):
             else:
                 for j in range(count):
                     out[out_pos + j] = (cache[slot, key_words + (j >> 2)] >> np.uint64(16 * (j & 3))) & _U16
-            result = out_pos + count
+            result = out_pos + count if count > 0 else ELSEWHERE
             break
         slot = (slot + 1) & mask
     # Touch every array in the single exit block, so each one's last use (where Numba puts its
@@ -226,7 +233,7 @@ def short_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
             else:
                 for j in range(count):
                     out[out_pos + j] = (cache[slot, 2 + (j >> 2)] >> np.uint64(16 * (j & 3))) & _U16
-            result = out_pos + count
+            result = out_pos + count if count > 0 else ELSEWHERE
             break
         if stored_last == 0:
             break
@@ -282,7 +289,7 @@ def tiny_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
             else:
                 for j in range(count):
                     out[out_pos + j] = (w1 >> np.uint64(16 * j)) & _U16
-            result = out_pos + count
+            result = out_pos + count if count > 0 else ELSEWHERE
             break
         if w1 == 0:
             break

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numba import njit
 
 import fastenc
 from fastenc.kernels.encode import compact_runs, encode_batch_counts
+from fastenc.kernels.loads import load_word
 from fastenc.kernels.piece_cache import (
     SHORT_WORDS,
     PieceCaches,
@@ -218,3 +220,16 @@ def test_pieces_with_many_ids_are_found_again_through_the_markers(gpt2, tiktoken
     out[:] = 0
     again = out[: encode_text(data, 0, len(data), gpt2.vocab, gpt2.classes, caches, out, 0)].tolist()
     assert again == first
+
+
+@njit
+def _word_at(data, i):
+    return load_word(data, i)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=8, max_size=40), st.data())
+def test_load_word_is_eight_little_endian_bytes(raw, draw):
+    i = draw.draw(st.integers(0, len(raw) - 8))
+    data = np.frombuffer(raw, dtype=np.uint8)  # read-only, like Arrow buffers
+    assert int(_word_at(data, i)) == int.from_bytes(raw[i : i + 8], "little")

@@ -27,7 +27,7 @@ too: a miss costs one table's probe, not three.
 The lookup is the hottest code in fastenc (one call per piece that is not a single byte), so it
 is written for Numba's code generator: no calls, a single return, every array used in the exit
 block (then Numba's pruner removes all reference counting of the array arguments: 60 -> ~10 ns
-per lookup), keys read 8 bytes at a time (LLVM fuses the eight byte loads into one), and ids
+per lookup), keys read 8 bytes at a time (``loads.load_word``: one unaligned load), and ids
 copied out without a data-dependent loop. The tiny and short caches have lookups specialised
 to their layouts; ``cache_lookup`` serves any ``W``.
 """
@@ -37,6 +37,8 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+
+from fastenc.kernels.loads import load_word
 
 TINY_WORDS = 2  # 16-byte slots: pieces up to 8 bytes with up to 3 ids (a layout of their own)
 TINY_MAX_BYTES = 8
@@ -92,28 +94,12 @@ def cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     k1 = np.uint64(0)
     k2 = np.uint64(0)
     k3 = np.uint64(0)
-    u = np.uint64(start)
     if start + 8 * key_words <= size:
-        k0 = (np.uint64(data[u]) | np.uint64(data[u + np.uint64(1)]) << np.uint64(8)
-              | np.uint64(data[u + np.uint64(2)]) << np.uint64(16) | np.uint64(data[u + np.uint64(3)]) << np.uint64(24)
-              | np.uint64(data[u + np.uint64(4)]) << np.uint64(32) | np.uint64(data[u + np.uint64(5)]) << np.uint64(40)
-              | np.uint64(data[u + np.uint64(6)]) << np.uint64(48) | np.uint64(data[u + np.uint64(7)]) << np.uint64(56))
-        v = u + np.uint64(8)
-        k1 = (np.uint64(data[v]) | np.uint64(data[v + np.uint64(1)]) << np.uint64(8)
-              | np.uint64(data[v + np.uint64(2)]) << np.uint64(16) | np.uint64(data[v + np.uint64(3)]) << np.uint64(24)
-              | np.uint64(data[v + np.uint64(4)]) << np.uint64(32) | np.uint64(data[v + np.uint64(5)]) << np.uint64(40)
-              | np.uint64(data[v + np.uint64(6)]) << np.uint64(48) | np.uint64(data[v + np.uint64(7)]) << np.uint64(56))
+        k0 = load_word(data, start)
+        k1 = load_word(data, start + 8)
         if key_words == 4:
-            v = u + np.uint64(16)
-            k2 = (np.uint64(data[v]) | np.uint64(data[v + np.uint64(1)]) << np.uint64(8)
-                  | np.uint64(data[v + np.uint64(2)]) << np.uint64(16) | np.uint64(data[v + np.uint64(3)]) << np.uint64(24)
-                  | np.uint64(data[v + np.uint64(4)]) << np.uint64(32) | np.uint64(data[v + np.uint64(5)]) << np.uint64(40)
-                  | np.uint64(data[v + np.uint64(6)]) << np.uint64(48) | np.uint64(data[v + np.uint64(7)]) << np.uint64(56))
-            v = u + np.uint64(24)
-            k3 = (np.uint64(data[v]) | np.uint64(data[v + np.uint64(1)]) << np.uint64(8)
-                  | np.uint64(data[v + np.uint64(2)]) << np.uint64(16) | np.uint64(data[v + np.uint64(3)]) << np.uint64(24)
-                  | np.uint64(data[v + np.uint64(4)]) << np.uint64(32) | np.uint64(data[v + np.uint64(5)]) << np.uint64(40)
-                  | np.uint64(data[v + np.uint64(6)]) << np.uint64(48) | np.uint64(data[v + np.uint64(7)]) << np.uint64(56))
+            k2 = load_word(data, start + 16)
+            k3 = load_word(data, start + 24)
         # Keep only the piece's n bytes (shifts of 64 or more are avoided explicitly).
         m = np.int64(n)
         k0 = k0 if m >= 8 else k0 & ((np.uint64(1) << np.uint64(8 * m)) - np.uint64(1))
@@ -190,16 +176,8 @@ def short_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     k0 = np.uint64(0)
     k1 = np.uint64(0)
     if start + 16 <= data.shape[0]:
-        u = np.uint64(start)
-        k0 = (np.uint64(data[u]) | np.uint64(data[u + np.uint64(1)]) << np.uint64(8)
-              | np.uint64(data[u + np.uint64(2)]) << np.uint64(16) | np.uint64(data[u + np.uint64(3)]) << np.uint64(24)
-              | np.uint64(data[u + np.uint64(4)]) << np.uint64(32) | np.uint64(data[u + np.uint64(5)]) << np.uint64(40)
-              | np.uint64(data[u + np.uint64(6)]) << np.uint64(48) | np.uint64(data[u + np.uint64(7)]) << np.uint64(56))
-        v = u + np.uint64(8)
-        k1 = (np.uint64(data[v]) | np.uint64(data[v + np.uint64(1)]) << np.uint64(8)
-              | np.uint64(data[v + np.uint64(2)]) << np.uint64(16) | np.uint64(data[v + np.uint64(3)]) << np.uint64(24)
-              | np.uint64(data[v + np.uint64(4)]) << np.uint64(32) | np.uint64(data[v + np.uint64(5)]) << np.uint64(40)
-              | np.uint64(data[v + np.uint64(6)]) << np.uint64(48) | np.uint64(data[v + np.uint64(7)]) << np.uint64(56))
+        k0 = load_word(data, start)
+        k1 = load_word(data, start + 8)
         # Keep the piece's n bytes: n is 2..15, so every shift below is in 8..56.
         k0 = k0 if n >= 8 else k0 & (_ONES >> np.uint64(64 - 8 * n))
         k1 = k1 & (_ONES >> np.uint64(128 - 8 * n)) if n > 8 else np.uint64(0)
@@ -265,11 +243,7 @@ def tiny_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     n = end - start
     k0 = np.uint64(0)
     if start + 8 <= data.shape[0]:
-        u = np.uint64(start)
-        k0 = (np.uint64(data[u]) | np.uint64(data[u + np.uint64(1)]) << np.uint64(8)
-              | np.uint64(data[u + np.uint64(2)]) << np.uint64(16) | np.uint64(data[u + np.uint64(3)]) << np.uint64(24)
-              | np.uint64(data[u + np.uint64(4)]) << np.uint64(32) | np.uint64(data[u + np.uint64(5)]) << np.uint64(40)
-              | np.uint64(data[u + np.uint64(6)]) << np.uint64(48) | np.uint64(data[u + np.uint64(7)]) << np.uint64(56))
+        k0 = load_word(data, start)
         k0 = k0 & (_ONES >> np.uint64(64 - 8 * n))  # n is 2..8: a shift of 0..48
     else:  # near the end of the buffer: byte by byte, never reading past it
         for i in range(start, end):

@@ -37,6 +37,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from fastenc.kernels.loads import load_word
+
 _SPACE = 3  # whitespace class in the table
 _LETTER = 1
 
@@ -125,16 +127,8 @@ def gpt2_piece_end(data, pos, end, classes):
             if c == _LETTER:
                 # ASCII letters 8 at a time: flag the bytes in [A-Za-z] (b | 0x20 in 'a'..'z', high
                 # bit clear), then count the letters below the first non-letter with a multiply.
-                # The unsigned index lets LLVM fuse the eight loads into one.
                 while i + 8 <= end:
-                    u = np.uint64(i)
-                    w = (np.uint64(data[u]) | (np.uint64(data[u + np.uint64(1)]) << np.uint64(8))
-                         | (np.uint64(data[u + np.uint64(2)]) << np.uint64(16))
-                         | (np.uint64(data[u + np.uint64(3)]) << np.uint64(24))
-                         | (np.uint64(data[u + np.uint64(4)]) << np.uint64(32))
-                         | (np.uint64(data[u + np.uint64(5)]) << np.uint64(40))
-                         | (np.uint64(data[u + np.uint64(6)]) << np.uint64(48))
-                         | (np.uint64(data[u + np.uint64(7)]) << np.uint64(56)))
+                    w = load_word(data, i)
                     y = (w | _CASE) & _LOW7
                     stop = ~((y + _GE_A) & ~(y + _GT_Z) & ~w) & _HI
                     if stop != 0:

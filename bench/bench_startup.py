@@ -1,0 +1,157 @@
+"""Start-up cost: first run (empty Numba cache) and warm start of every fastenc command.
+
+    python bench/bench_startup.py                  # 3 cold + 3 warm runs of each command, medians
+    python bench/bench_startup.py --reps 1 --breakdown --only quickstart,gpt2
+
+Each run is a fresh ``python -m fastenc ...`` process, timed from start to exit (wall) and by
+the CPU time it used (user + system, ``os.wait4``: steadier than wall time on a shared
+machine). "cold": ``NUMBA_CACHE_DIR`` is a new empty folder, so every kernel the command needs
+is compiled, as on a new machine, container or CI job; "warm": the same command again with that
+folder kept (a new output folder each time).
+
+Commands (tiny inputs, so the time is start-up, not work):
+
+- quickstart: the README's ``fastenc examples/part-00042.parquet --num-shards 64 -o OUT``
+- gpt2 / bytes: the first 20 documents of ``tests/data/docs_fixture.parquet``
+- verify: ``fastenc verify`` of the quick-start's output (made once, beforehand)
+- encode: ``fastenc encode`` of a 3-line text file (GPT-2, ids printed)
+- warmup: ``fastenc warmup`` (everything; cold = what an image build or CI step pays once)
+
+``--breakdown`` also runs each cold command once under ``bench/compile_profile.py`` and prints
+the kernels that took the most compile time (exclusive seconds: a kernel's own compile, not its
+callees'). The load average is printed with every command: other jobs on the machine slow
+compiles down as much as they slow anything else.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+def load() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def make_inputs(work: Path) -> dict:
+    import pyarrow.parquet as pq
+
+    docs = work / "docs.parquet"
+    pq.write_table(pq.read_table(ROOT / "tests" / "data" / "docs_fixture.parquet").slice(0, 20), docs)
+    text = work / "hello.txt"
+    text.write_text("Hello, world! Grüße aus Köln.\nA second line, with 123 numbers.\n  indented\n", encoding="utf-8")
+    return {"docs": docs, "text": text, "shard": ROOT / "examples" / "part-00042.parquet"}
+
+
+def command(name: str, inputs: dict, out: Path, verify_dir: Path) -> list[str]:
+    if name == "quickstart":
+        return [str(inputs["shard"]), "--num-shards", "64", "-o", str(out)]
+    if name == "gpt2":
+        return ["gpt2", str(inputs["docs"]), "-o", str(out)]
+    if name == "bytes":
+        return ["bytes", str(inputs["docs"]), "-o", str(out)]
+    if name == "verify":
+        return ["verify", str(verify_dir)]
+    if name == "encode":
+        return ["encode", str(inputs["text"])]
+    if name == "warmup":
+        return ["warmup"]
+    raise ValueError(name)
+
+
+def timed(argv: list[str], cache: Path, *, profile_json: Path | None = None) -> dict:
+    """Run one process; wall seconds, CPU seconds, exit status and the stderr's last line."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
+    if profile_json is None:
+        cmd = [PY, "-m", "fastenc", *argv]
+    else:
+        cmd = [PY, str(ROOT / "bench" / "compile_profile.py"), "--json", str(profile_json), "--", *argv]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    stderr_text = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{stderr_text[-2000:]}")
+    lines = [ln for ln in stderr_text.replace("\r", "\n").splitlines() if ln.strip()]
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "stderr_first": lines[:1]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=3, help="cold and warm runs per command (medians)")
+    ap.add_argument("--only", default="quickstart,gpt2,bytes,verify,encode,warmup")
+    ap.add_argument("--breakdown", action="store_true", help="per-kernel compile times of one cold run each")
+    ap.add_argument("--json", type=Path, help="write all results here")
+    args = ap.parse_args()
+    names = [n for n in args.only.split(",") if n]
+    work = Path(tempfile.mkdtemp(prefix="fastenc-startup-"))
+    results: dict = {"cpu_model": cpu_model(), "nproc": os.cpu_count(), "commands": {}}
+    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {results['cpu_model']}, {os.cpu_count()} CPUs")
+    try:
+        inputs = make_inputs(work)
+        verify_dir = work / "verify-target"
+        if "verify" in names:
+            timed(command("quickstart", inputs, verify_dir, verify_dir), work / "cache-verify-target")
+        for name in names:
+            cold, warm = [], []
+            for rep in range(args.reps):
+                cache = work / f"cache-{name}-{rep}"
+                cold.append(timed(command(name, inputs, work / f"out-{name}-c{rep}", verify_dir), cache))
+                warm.append(timed(command(name, inputs, work / f"out-{name}-w{rep}", verify_dir), cache))
+                shutil.rmtree(cache, ignore_errors=True)
+            row = {
+                "cold_wall": statistics.median(r["wall"] for r in cold),
+                "cold_cpu": statistics.median(r["cpu"] for r in cold),
+                "warm_wall": statistics.median(r["wall"] for r in warm),
+                "warm_cpu": statistics.median(r["cpu"] for r in warm),
+                "cold_walls": [round(r["wall"], 2) for r in cold],
+                "first_stderr_line": cold[0]["stderr_first"],
+                "load": load(),
+            }
+            if args.breakdown and name != "warmup":
+                prof = work / f"profile-{name}.json"
+                timed(command(name, inputs, work / f"out-{name}-p", verify_dir), work / f"cache-{name}-p", profile_json=prof)
+                rep_ = json.loads(prof.read_text())
+                row["compile_total"] = rep_["total_compile"]
+                row["top_kernels"] = {k: round(v["excl"], 2) for k, v in list(rep_["per_kernel"].items())[:8]}
+            results["commands"][name] = row
+            print(
+                f"{name:10s} cold {row['cold_wall']:6.2f} s wall {row['cold_cpu']:6.2f} s cpu {row['cold_walls']} | "
+                f"warm {row['warm_wall']:5.2f} s wall {row['warm_cpu']:5.2f} s cpu | load {row['load']}",
+                flush=True,
+            )
+            if "top_kernels" in row:
+                print(f"{'':10s} compile {row['compile_total']:.1f} s: " + ", ".join(
+                    f"{k.rsplit('.', 1)[-1]} {v}" for k, v in row["top_kernels"].items()), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

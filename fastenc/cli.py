@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "verify": ("fastenc.verify", "re-check a finished output directory from its files alone"),
     "decode": ("fastenc.decode_cli", "print the texts stored in a token bin"),
     "encode": ("fastenc.encode_cli", "encode a text file (or stdin) and print or save the ids"),
+    "warmup": ("fastenc.warmup", "compile every kernel into Numba's cache now (images, CI, cluster workers)"),
 }
 
 
@@ -53,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module = importlib.import_module(args._module)
     try:
+        if args.command != "warmup":
+            # First run on this machine: say so, and compile with a progress bar, before the
+            # command's own bars start (fastenc.warmup). Nothing happens when the kernels are cached.
+            from fastenc.warmup import prepare
+
+            prepare(args.command, args)
         return int(module.run(args) or 0)
     except KeyboardInterrupt:
         print("fastenc: interrupted; no partial file was left under a final name", file=sys.stderr)

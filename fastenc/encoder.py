@@ -11,7 +11,7 @@ import numpy as np
 
 from fastenc.errors import InputError, VocabError
 from fastenc.kernels.decode import decode_into, decoded_length
-from fastenc.kernels.encode import compact_runs, encode_batch_counts, encode_text
+from fastenc.kernels.encode import compact_runs, encode_text, split_by_bytes
 from fastenc.kernels.piece_cache import (
     DEFAULT_LONG_SLOTS,
     DEFAULT_SHORT_SLOTS,
@@ -21,6 +21,8 @@ from fastenc.kernels.piece_cache import (
     TINY_WORDS,
     PieceCaches,
 )
+from fastenc.kernels.runs import encode_docs
+from fastenc.tasks import run_tasks
 from fastenc.unicode_classes import gpt2_class_table
 from fastenc.vocab import BUILTIN, Vocab, VocabInfo, builtin_tokenizer_dir, load_vocab
 
@@ -145,13 +147,29 @@ class Encoder:
         counts = np.zeros(n_docs, dtype=np.int64)
         total = 0
         if n_docs:
-            caches = self._task_caches()
-            encode_batch_counts(data, offsets, self.vocab, self.classes, caches, ids, counts)
-            total = compact_runs(ids, offsets, counts, caches.short.shape[0])
+            total = self._encode_runs(data, offsets, ids, counts)
         ids.resize(total, refcheck=False)
         id_offsets = np.zeros(n_docs + 1, dtype=np.int64)
         np.cumsum(counts, out=id_offsets[1:])
         return ids, id_offsets
+
+    def _encode_runs(self, data, offsets, ids, counts) -> int:
+        """``encode_batch_counts`` + ``compact_runs``, with the tasks on Python threads
+        (``fastenc.tasks``: the same ids, without compiling a ``parallel=True`` kernel)."""
+        caches = self._task_caches()
+        n_tasks = caches.short.shape[0]
+        bounds = split_by_bytes(offsets, n_tasks)
+        base = int(offsets[0])
+
+        def task(t):
+            first, last = int(bounds[t]), int(bounds[t + 1])
+            if first < last:
+                own = PieceCaches(caches.tiny[t], caches.short[t], caches.long[t])
+                at = int(offsets[first]) - base
+                encode_docs(data, offsets, first, last, self.vocab, self.classes, own, ids, at, counts)
+
+        run_tasks(task, n_tasks)
+        return compact_runs(ids, offsets, counts, n_tasks)
 
     def encode_batch(self, texts) -> tuple[np.ndarray, np.ndarray]:
         """Encode a list of ``str`` or a pyarrow string array; returns ``(ids, offsets)``.

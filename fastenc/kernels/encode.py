@@ -128,12 +128,13 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
                         cache_store(short, data, pos, piece_end, out, out_pos, count)
                     elif count <= long_ids:
                         cache_store(long, data, pos, piece_end, out, out_pos, count)
+                    # (np.int64(0), not 0: a literal would compile both stores a second time.)
                     # Markers (an entry with no ids) send the next lookup on to the cache that
                     # holds the ids, so that a piece missing from the first is known to be new.
                     if n <= tiny_bytes:
-                        tiny_cache_store(tiny, data, pos, piece_end, out, out_pos, 0)
+                        tiny_cache_store(tiny, data, pos, piece_end, out, out_pos, np.int64(0))
                     elif n <= short_bytes and count > short_ids:
-                        cache_store(short, data, pos, piece_end, out, out_pos, 0)
+                        cache_store(short, data, pos, piece_end, out, out_pos, np.int64(0))
                 out_pos = new_pos
         else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
             if work.shape[0] < 7 * n:

@@ -10,10 +10,11 @@ that recipe that are not plain numpy (``fastenc.recipes.urls`` drives them):
   are NOT in ``shard``; the indices of the first ``max_first`` of them go to ``first``.
 - ``hash_order(keys, n_tasks) -> (order, sorted_keys)``: the permutation that sorts ``keys`` (uint64)
   ascending, equal keys in index order (a stable argsort), and the sorted keys.
-- ``pack_urls(data, offsets, order, canon_offsets, eos, vocab, classes, task_caches, canon,
-  scratch, counts, irreversible)``: canonicalize and encode URLs
-  ``order[k]`` into per-URL slots, ``[eos] ++ ids`` each (parallel; the result does not depend
-  on the threads), flagging the URLs that canonical() cannot give back.
+- ``pack_url_run(data, offsets, order, canon_offsets, eos, vocab, classes, caches, canon,
+  canon_read, scratch, counts, irreversible, k0, k1)``: canonicalize and encode URLs ``order[k0:k1]`` into
+  per-URL slots, ``[eos] ++ ids`` each, flagging the URLs that canonical() cannot give back;
+  ``gather_slots`` packs the slots. One task's share: the recipe runs the tasks on threads
+  (``fastenc.tasks``; the result does not depend on the split).
 - ``gather_spans(tokens, tok_offsets, order, out, out_offsets, n_tasks)``: token spans (one per
   URL, encoded in source order) copied out in hash order: the recipe encodes URLs in the source's
   order, where neighbours share hosts and the piece caches hit, and then permutes the tokens.
@@ -25,7 +26,7 @@ that recipe that are not plain numpy (``fastenc.recipes.urls`` drives them):
 - ``first_difference(data, offsets, order, other, other_offsets) -> k``: compares URLs in an
   order with a flat list (``fastenc verify --source``).
 
-Kernels that take long (``pack_urls``, ``gather_spans``) release the GIL (``nogil``), so the
+Kernels that take long (``pack_url_run``, ``gather_slots``, ``gather_spans``) release the GIL (``nogil``), so the
 recipe's reader and writer threads keep working while they run. The gathers prefetch the URLs a
 few iterations ahead (``_prefetch``, an ``llvm.prefetch`` intrinsic): their reads are random.
 
@@ -44,8 +45,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from fastenc.kernels.canonical import canonical_into
-from fastenc.kernels.encode import encode_text, split_by_bytes
-from fastenc.kernels.piece_cache import PieceCaches
+from fastenc.kernels.encode import encode_text
 from fastenc.kernels.xxh3 import mul128
 
 _U64 = np.uint64
@@ -215,7 +215,9 @@ def _sort_bucket(k, idx, a, b, tk, ti, counts):
         c[d] = p + 1
         tk[p] = k[i]
         ti[p] = idx[i]
-    prev = 0
+    # np.int64, not 0: a literal 0 reaches the calls below before the loop makes it int64, and
+    # Numba then compiles each callee for Literal[int](0) as well (one more signature each).
+    prev = np.int64(0)
     for d in range(nb):  # c[d] is now the end of sub-bucket d
         e = c[d]
         if e - prev > _INSERTION_MAX:
@@ -250,7 +252,7 @@ def hash_order(keys, n_tasks):
             lo = v
         if v > hi:
             hi = v
-    s = _shift_for(hi - lo, _BUCKET_BITS)
+    s = _shift_for(hi - lo, np.int64(_BUCKET_BITS))  # not the literal 12: one signature
     nb = 1 << _BUCKET_BITS
     bounds = np.empty(n_tasks + 1, np.int64)
     for t in range(n_tasks + 1):
@@ -292,6 +294,40 @@ def hash_order(keys, n_tasks):
     return order, out
 
 
+# hash_order's three parallel steps as one task's share each, for Python threads
+# (``fastenc.recipes.urls_sort.sort_by_hash``; see ``fastenc.tasks`` for why): the same
+# permutation, and none of them is compiled with parallel=True.
+
+
+@njit(cache=True, nogil=True)
+def bucket_histogram(keys, lo, shift, i0, i1, hist):
+    """``hist[d] += 1`` for the level-1 bucket ``d = (keys[i] - lo) >> shift`` of each ``i0 <= i < i1``."""
+    for i in range(i0, i1):
+        hist[(keys[i] - lo) >> shift] += 1
+
+
+@njit(cache=True, nogil=True)
+def bucket_scatter(keys, lo, shift, i0, i1, pos, out, order):
+    """Stable scatter of ``keys[i0:i1]`` to their buckets: ``pos[d]`` is where this task's next
+    key of bucket ``d`` goes (advanced here); ``out`` gets the key, ``order`` its index."""
+    for i in range(i0, i1):
+        d = (keys[i] - lo) >> shift
+        p = pos[d]
+        pos[d] = p + 1
+        out[p] = keys[i]
+        order[p] = i
+
+
+@njit(cache=True, nogil=True)
+def sort_buckets(out, order, starts, d0, d1, biggest):
+    """Sort buckets ``d0 <= d < d1`` (``out[starts[d]:starts[d + 1]]``, ``order`` along) in place."""
+    tk = np.empty(biggest, np.uint64)
+    ti = np.empty(biggest, np.int64)
+    counts = np.empty((1 << _SUB_BITS_MAX) + 1, np.int64)
+    for d in range(d0, d1):
+        _sort_bucket(out, order, starts[d], starts[d + 1], tk, ti, counts)
+
+
 # ----------------------------------------------------------------------------------------------
 # Encoding: [eos] ++ encode(canonical(url)) for URLs in a given order
 # ----------------------------------------------------------------------------------------------
@@ -321,59 +357,68 @@ def _authority_has_colon_or_bracket(data, start, end):
 def _round_trips(data, a, b, canon, c0, c1):
     """canonical(canon[c0:c1]) == data[a:b]?"""
     tmp = np.empty(c1 - c0, np.uint8)
-    canonical_into(canon, c0, c1, tmp, 0)
+    canonical_into(canon, c0, c1, tmp, np.int64(0))  # int64, not Literal[int](0): one signature
     for j in range(c1 - c0):
         if tmp[j] != data[a + j]:
             return False
     return True
 
 
-@njit(cache=True, parallel=True, nogil=True)
-def pack_urls(data, offsets, order, canon_offsets, eos, vocab, classes, task_caches, canon, scratch, counts,
-              irreversible):
-    """Encode URLs ``order[0..m-1]`` of the Arrow layout ``(data, offsets)``, each as ``[eos] ++ ids``.
+@njit(cache=True, nogil=True)
+def pack_url_run(data, offsets, order, canon_offsets, eos, vocab, classes, caches, canon, canon_read, scratch,
+                 counts, irreversible, k0, k1):
+    """Encode URLs ``order[k]``, ``k0 <= k < k1``, of the Arrow layout ``(data, offsets)``, each as
+    ``[eos] ++ ids``: one task's share of a chunk (``fastenc.recipes.urls_encode`` runs the
+    tasks on threads, each with its own ``caches``, a ``PieceCaches``; any split gives the same
+    result).
 
     ``canon_offsets`` (int64[m + 1]) is the prefix sum of the ordered URLs' byte lengths, from 0.
     URL k is canonicalized into ``canon[canon_offsets[k]:canon_offsets[k + 1]]`` and its tokens go
     to its slot ``scratch[canon_offsets[k] + k:]`` (one slot per URL, one id more than its bytes:
     an id never covers less than one byte); ``counts[k]`` gets 1 + its number of ids. Gather the
-    slots with ``fastenc.kernels.encode.gather_batch(scratch, canon_offsets + arange(m + 1),
-    counts, ...)``. ``task_caches`` is a ``PieceCaches`` of stacked caches, one per task; URLs
-    are cut into one byte-balanced run per task; the result does not depend on the split.
+    slots with ``gather_slots``. ``canon_read`` is a read-only view of ``canon``, which the
+    encoder reads: so ``encode_text`` is compiled for the same (read-only) types as for
+    ``Encoder.encode_arrays`` and Arrow columns, once for both recipes.
 
     ``irreversible[k]`` (uint8) is set to 1 when canonical(canonical(url)) != url: the card's
     canonical() is not self-inverse on some malformed hosts (``http://x:1.y``, ``http://a.[b``),
     so such a URL cannot be recovered from the bin. Only URLs whose authority holds ``:`` or ``[``
     are re-checked (all others are provably self-inverse), so the check costs next to nothing.
     """
-    n_tasks = task_caches.short.shape[0]
-    bounds = split_by_bytes(canon_offsets, n_tasks)
     # Two passes: the first gathers the URLs (random reads: in hash order they are scattered all
     # over the column) into canon, in order; the second encodes canon front to back. A tight
     # gather loop keeps many cache misses in flight; interleaved with the encoder it measured
     # ~17% slower on the whole.
-    for task in prange(n_tasks):
-        k1 = bounds[task + 1]
-        for k in range(bounds[task], k1):
-            if k + 2 * _AHEAD < k1:
-                _prefetch(offsets, order[k + 2 * _AHEAD])
-            if k + _AHEAD < k1:
-                _prefetch(data, offsets[order[k + _AHEAD]])
-            i = order[k]
-            a = offsets[i]
-            b = offsets[i + 1]
-            c0 = canon_offsets[k]
-            c1 = canonical_into(data, a, b, canon, c0)
-            irreversible[k] = 0
-            if _authority_has_colon_or_bracket(data, a, b) and not _round_trips(data, a, b, canon, c0, c1):
-                irreversible[k] = 1
-    for task in prange(n_tasks):
-        caches = PieceCaches(task_caches.tiny[task], task_caches.short[task], task_caches.long[task])
-        for k in range(bounds[task], bounds[task + 1]):
-            c0 = canon_offsets[k]
-            at = c0 + k
-            scratch[at] = eos
-            counts[k] = encode_text(canon, c0, canon_offsets[k + 1], vocab, classes, caches, scratch, at + 1) - at
+    for k in range(k0, k1):
+        if k + 2 * _AHEAD < k1:
+            _prefetch(offsets, order[k + 2 * _AHEAD])
+        if k + _AHEAD < k1:
+            _prefetch(data, offsets[order[k + _AHEAD]])
+        i = order[k]
+        a = offsets[i]
+        b = offsets[i + 1]
+        c0 = canon_offsets[k]
+        c1 = canonical_into(data, a, b, canon, c0)
+        irreversible[k] = 0
+        if _authority_has_colon_or_bracket(data, a, b) and not _round_trips(data, a, b, canon_read, c0, c1):
+            irreversible[k] = 1
+    for k in range(k0, k1):
+        c0 = canon_offsets[k]
+        at = c0 + k
+        scratch[at] = eos
+        counts[k] = encode_text(canon_read, c0, canon_offsets[k + 1], vocab, classes, caches, scratch, at + 1) - at
+
+
+@njit(cache=True, nogil=True)
+def gather_slots(scratch, canon_offsets, counts, out, out_offsets, k0, k1):
+    """Copy the slots ``pack_url_run`` filled, ``k0 <= k < k1``, to ``out[out_offsets[k]:]``: slot
+    k starts at ``scratch[canon_offsets[k] + k]`` and holds ``counts[k]`` ids; ``out_offsets`` is
+    the prefix sum of ``counts`` (int64[m + 1], from 0)."""
+    for k in range(k0, k1):
+        src = canon_offsets[k] + k
+        dst = out_offsets[k]
+        for j in range(counts[k]):
+            out[dst + j] = scratch[src + j]
 
 
 @njit(cache=True, parallel=True, nogil=True)
@@ -404,6 +449,21 @@ def gather_spans(tokens, tok_offsets, order, out, out_offsets, n_tasks):
             for j in range(tok_offsets[i], tok_offsets[i + 1]):
                 out[o] = tokens[j]
                 o += 1
+
+
+@njit(cache=True, nogil=True)
+def gather_span_run(tokens, tok_offsets, order, out, out_offsets, k0, k1):
+    """``gather_spans``' copy loop for spans ``k0 <= k < k1`` (one task's share), with
+    ``out_offsets`` already filled; ``fastenc.recipes.urls_order.gather_spans`` runs the tasks
+    on threads."""
+    for k in range(k0, k1):
+        if k + _AHEAD < k1:
+            _prefetch(tokens, tok_offsets[order[k + _AHEAD]])
+        i = order[k]
+        o = out_offsets[k]
+        for j in range(tok_offsets[i], tok_offsets[i + 1]):
+            out[o] = tokens[j]
+            o += 1
 
 
 # ----------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ Stages (each timed; progress bars in URLs on stderr):
    order and permuting the tokens afterwards measured ~30% faster than encoding in hash order,
    and the text itself is never held whole. A URL outside the shard stops all encoding (the
    pass only counts from then on) and fails the run before anything is written.
-2. **sort** by hash (``fastenc.kernels.url_pack.hash_order``: stable, ties in source order).
+2. **sort** by hash (``urls_order.sort_by_hash``: stable, ties in source order).
 3. **write**: the token spans in hash order (a prefetching gather kernel), chunk by chunk, to the
    bin's temporary file, then fsync.
 4. **verify** the finished file: its length, its count of zeros, and 1,000 URLs each from its
@@ -275,7 +275,7 @@ def encode_shard(
     import xxhash
 
     from fastenc import __version__
-    from fastenc.kernels.url_pack import gather_spans, hash_order
+    from fastenc.recipes.urls_order import gather_spans, sort_by_hash
 
     t_start = time.perf_counter()
     paths = resolve_inputs([os.fspath(path)])
@@ -338,7 +338,7 @@ def encode_shard(
     # --- sort ---
     t = time.perf_counter()
     bar = progress(n, unit="URL", desc="sort", quiet=quiet, unit_scale=True)
-    order, sorted_hashes = hash_order(p.hashes, threads)
+    order, sorted_hashes = sort_by_hash(p.hashes, threads)
     samples = _sample_indices(n)
     sample_keys = sorted_hashes[samples]
     prev_keys = sorted_hashes[np.maximum(samples - 1, 0)]

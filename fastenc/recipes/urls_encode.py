@@ -1,7 +1,8 @@
 """Encoding a chunk of URLs the way the bins store them: ``[0] ++ encode(canonical(url))``.
 
-One fused parallel kernel (``fastenc.kernels.url_pack.pack_urls``: canonical() + the URL
-pre-split + BPE) per chunk, then the ids are gathered into one flat buffer.
+One fused kernel (``fastenc.kernels.url_pack.pack_url_run``: canonical() + the URL pre-split +
+BPE) per chunk, run as one byte-balanced task per thread (``fastenc.tasks``), then the ids are
+gathered into one flat buffer (``gather_slots``, threads again).
 """
 from __future__ import annotations
 
@@ -49,8 +50,10 @@ def encode_url_chunk(enc, data: np.ndarray, offsets: np.ndarray, order: np.ndarr
     an id never covers less than one byte), else to ``bufs``; either way the returned
     ``tokens`` is a view: copy it before the buffer is reused.
     """
-    from fastenc.kernels.encode import gather_batch
-    from fastenc.kernels.url_pack import pack_urls
+    from fastenc.kernels.encode import split_by_bytes
+    from fastenc.kernels.piece_cache import PieceCaches
+    from fastenc.kernels.url_pack import gather_slots, pack_url_run
+    from fastenc.tasks import run_tasks
 
     order = np.ascontiguousarray(order, dtype=np.int64)
     if lengths is None:
@@ -69,12 +72,23 @@ def encode_url_chunk(enc, data: np.ndarray, offsets: np.ndarray, order: np.ndarr
     if m == 0:
         return EncodedUrls(bufs.out_for(0) if out is None else out[:0], tok_offsets, flags)
     caches = enc._task_caches()
-    pack_urls(data, offsets, order, canon_offsets, 0, enc.vocab, enc.classes,
-              caches, canon, scratch, counts, flags)
-    total = int(counts.sum())
+    n_tasks = caches.short.shape[0]
+    bounds = split_by_bytes(canon_offsets, n_tasks)  # byte-balanced runs of URLs
+    canon_read = canon.view()
+    canon_read.flags.writeable = False  # the encoder's input type everywhere: one compile of it
+
+    def encode_run(t):
+        own = PieceCaches(caches.tiny[t], caches.short[t], caches.long[t])
+        pack_url_run(data, offsets, order, canon_offsets, 0, enc.vocab, enc.classes, own, canon, canon_read, scratch, counts,
+                     flags, int(bounds[t]), int(bounds[t + 1]))
+
+    run_tasks(encode_run, n_tasks)
+    np.cumsum(counts, out=tok_offsets[1:])
+    total = int(tok_offsets[-1])
     if out is None:
         out = bufs.out_for(total)
     elif out.size < total:
         raise ValueError(f"encode_url_chunk: out has room for {out.size} ids, {total} are needed")
-    gather_batch(scratch, canon_offsets + np.arange(m + 1), counts, out, tok_offsets)
+    run_tasks(lambda t: gather_slots(scratch, canon_offsets, counts, out, tok_offsets, int(bounds[t]), int(bounds[t + 1])),
+              n_tasks)
     return EncodedUrls(out[:total], tok_offsets, flags)

@@ -1,0 +1,25 @@
+"""One task's share of a batch: serial ``nogil`` kernels that ``fastenc.tasks`` runs on threads.
+
+``encode_docs`` is ``encode_batch_counts``' loop body for one run of documents. The batch
+entry points call it from Python threads instead of compiling ``encode_batch_counts``
+(``parallel=True``), which would compile the whole encoder a second time inside the
+parallel loop (see ``fastenc.tasks``). ``encode_batch_counts`` stays for Numba callers.
+"""
+from __future__ import annotations
+
+from numba import njit
+
+from fastenc.kernels.encode import encode_text
+
+
+@njit(cache=True, nogil=True)
+def encode_docs(data, offsets, first, last, vocab, classes, caches, out, at, counts):
+    """Encode documents ``first..last-1`` of ``(data, offsets)`` back to back into ``out`` from
+    ``at``; document i's id count goes to ``counts[i]``. Returns the end position in ``out``.
+    ``caches``: one task's ``PieceCaches``; ``out`` needs ``offsets[last] - offsets[first]``
+    places from ``at`` (ids never outnumber bytes)."""
+    for doc in range(first, last):
+        end = encode_text(data, offsets[doc], offsets[doc + 1], vocab, classes, caches, out, at)
+        counts[doc] = end - at
+        at = end
+    return at

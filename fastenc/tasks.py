@@ -1,0 +1,65 @@
+"""Calling kernels from Python: a batch's tasks on threads (``run_tasks``), and one type per
+argument (``read_only``).
+
+Why not ``@njit(parallel=True)`` with ``prange(n_tasks)``: every such kernel is compiled twice
+over (the loop body becomes a separate "gufunc" that links and re-optimizes the whole call tree
+again), which measured ~10 s of extra first-run compile per big kernel on 2 cores (bench/
+RESULTS.md, "Start-up"). The task loops here are coarse (one byte-balanced run of the batch per
+thread), so plain threads calling a ``nogil`` kernel run them just as fast, and the kernels are
+compiled once. The result never depends on the number of tasks.
+"""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor(workers: int) -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < workers:
+            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fastenc-task")
+        return _pool
+
+
+def n_tasks() -> int:
+    """How many tasks to cut a batch into: Numba's thread count (``NUMBA_NUM_THREADS``,
+    ``numba.set_num_threads``), so the same settings govern both kinds of parallel kernel."""
+    import numba
+
+    return max(1, numba.get_num_threads())
+
+
+def run_tasks(fn, count: int) -> None:
+    """``fn(t)`` for ``t`` in ``range(count)``, concurrently; returns when all are done and
+    re-raises the first error. ``fn`` should call a ``nogil`` kernel (else the tasks take turns
+    on the GIL). One task runs in the calling thread (no hand-off for small batches)."""
+    if count <= 1:
+        if count == 1:
+            fn(0)
+        return
+    futures = [_executor(count - 1).submit(fn, t) for t in range(1, count)]
+    error = None
+    try:
+        fn(0)
+    except BaseException as exc:  # still wait for the others: they write into shared buffers
+        error = exc
+    for f in futures:
+        try:
+            f.result()
+        except BaseException as exc:
+            error = error or exc
+    if error is not None:
+        raise error
+
+
+def read_only(data):
+    """A read-only view of ``data``. Numba compiles a kernel once per distinct argument type, and
+    read-only is a type of its own: Arrow buffers are read-only, so the kernels' byte inputs are
+    always handed over read-only, and one compile serves every caller (bench/RESULTS.md)."""
+    view = data.view()
+    view.flags.writeable = False
+    return view

@@ -1,0 +1,449 @@
+"""Numba's compile step, made visible and done ahead: ``fastenc warmup`` and the first-run notice.
+
+fastenc's kernels are ``@njit(cache=True)``: the first process on a machine compiles them
+(tens of seconds on 2 cores) and saves machine code to Numba's cache; later processes load it
+in well under a second. This module
+
+- tells, before a command starts, whether the kernels it needs are in the cache for this CPU
+  (``cold_families``: a look at Numba's cache index files, no compiling);
+- if not, says so once on stderr and compiles them up front with a "compile" progress bar
+  (``prepare``, called by the CLI), on two processes where there are two CPUs: a helper process
+  compiles one half of the kernels into the cache while this one compiles the other half;
+- compiles everything for ``fastenc warmup`` (images, CI, cluster workers).
+
+Kernel families: ``encoder`` (``fastenc.load(...).encode*``/``decode``, ``fastenc encode``),
+``urls``, ``gpt2`` and ``bytes`` (each recipe, its read-back check and ``fastenc verify``). A
+family is compiled by running the real code on a tiny input, so that the kernels get exactly
+the argument types the commands give them; the helper's "parts" call kernels directly and
+only make things faster (a part that misses a type costs time, never correctness).
+
+Where the cache lives, and what happens on read-only installs, shared home directories and
+mixed CPUs: docs/compile.md.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from fastenc.errors import InputError
+
+# CPU seconds to compile each family from an empty cache, measured on a 2-core AMD EPYC
+# (bench/RESULTS.md, "Start-up"); only used for the "~N s" of the notice.
+ESTIMATED_SECONDS = {"encoder": 16, "urls": 30, "gpt2": 17, "bytes": 2}
+
+# command -> the families it needs (``verify`` and ``decode``: by the output's format)
+COMMAND_FAMILIES = {"urls": ("urls",), "gpt2": ("gpt2",), "bytes": ("bytes",), "encode": ("encoder",)}
+FORMAT_FAMILIES = {"urls": ("urls",), "gpt2": ("gpt2",), "fastenc-bytes": ("bytes",)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Is it cached? (Numba's index files; no compiling)
+# ---------------------------------------------------------------------------------------------
+
+
+def _probe_kernels(family: str) -> list:
+    """Top-level kernels of a family: if each has a cache entry for this CPU, so does the
+    family (a caller's entry holds its callees' code)."""
+    if family == "encoder":
+        from fastenc.kernels.decode import decode_into
+        from fastenc.kernels.encode import encode_text
+        from fastenc.kernels.runs import encode_docs
+
+        return [encode_text, encode_docs, decode_into]
+    if family == "urls":
+        from fastenc.kernels import url_pack
+        from fastenc.kernels.canonical import canonical_batch
+        from fastenc.kernels.xxh3 import xxh3_64_batch
+
+        return [url_pack.pack_url_run, url_pack.gather_slots, url_pack.sort_buckets, url_pack.gather_span_run,
+                url_pack.decode_urls, xxh3_64_batch, canonical_batch]
+    if family == "gpt2":
+        from fastenc.kernels.decode import decode_into
+        from fastenc.kernels.runs import encode_docs
+
+        return [encode_docs, decode_into]
+    if family == "bytes":
+        from fastenc.kernels.bytes_pack import count_high_bytes, pack_documents
+
+        return [pack_documents, count_high_bytes]
+    raise ValueError(f"unknown kernel family {family!r}")
+
+
+def _cached_for_this_cpu(dispatcher) -> bool | None:
+    """Whether Numba's cache index of ``dispatcher`` has an entry for this CPU and this source;
+    None when that cannot be told (Numba internals changed, caching off)."""
+    try:
+        cache = dispatcher._cache
+        if not getattr(cache, "_enabled", False) or not hasattr(cache, "_cache_file"):
+            return None
+        magic = dispatcher.targetctx.codegen().magic_tuple()
+        index = cache._cache_file._load_index()  # {} when missing or made from other source
+        return any(key[1] == magic for key in index)
+    except Exception:  # noqa: BLE001 - a best-effort look at internals
+        return None
+
+
+def cold_families(families) -> list[str]:
+    """The families whose kernels are not all in Numba's cache for this CPU. Unknown counts as
+    cached (no notice rather than a wrong one)."""
+    cold = []
+    for family in families:
+        states = [_cached_for_this_cpu(k) for k in _probe_kernels(family)]
+        if any(state is False for state in states):
+            cold.append(family)
+    return cold
+
+
+def families_for(command: str, args) -> tuple:
+    """The families a CLI command needs (none for commands without kernels)."""
+    if command in COMMAND_FAMILIES:
+        return COMMAND_FAMILIES[command]
+    if command == "verify":
+        from fastenc.verify import detect_format
+
+        try:
+            return FORMAT_FAMILIES.get(detect_format(Path(args.out)), ())
+        except Exception:  # noqa: BLE001 - verify itself reports a bad directory
+            return ()
+    return ()
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiling a family: the real code on tiny inputs
+# ---------------------------------------------------------------------------------------------
+
+_URLS = [
+    "https://www.example.com/a/b?c=1#d",
+    "http://sub.domain.co.uk:8080/path/to/page.html",
+    "http://x:1.y/",  # canonical() is not self-inverse here: the irreversible path
+    "",
+    "ftp://[::1]/file",
+    "https://日本.example.jp/ページ",
+]
+_DOCS = [
+    "Hello, world! This is a test.",
+    "Grüße aus Köln: 12345 numbers, emoji 🙂 and 中文字符.",
+    "",
+    "   indented\n\nparagraphs\twith tabs",
+    "x" * 300,
+]
+
+
+def _write_parquet(path: Path, column: str, values: list[str]) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({column: pa.array(values, pa.string())}), path)
+    return path
+
+
+def warm_encoder(work: Path) -> None:
+    import fastenc
+
+    for name in ("gpt2", "urls"):
+        enc = fastenc.load(name)
+        ids = enc.encode_bytes("Hello, world! Grüße 123".encode())
+        enc.encode_batch(_DOCS)
+        enc.decode_bytes(ids)
+
+
+def warm_urls(work: Path) -> None:
+    from fastenc.recipes.urls import encode_shard, verify_output
+
+    src = _write_parquet(work / "part-00000.parquet", "url", _URLS)
+    encode_shard(src, work / "urls-out", num_shards=1, quiet=True)
+    verify_output(work / "urls-out", [src])
+
+
+def warm_gpt2(work: Path) -> None:
+    from fastenc.recipes.gpt2 import encode_gpt2, verify_output
+
+    src = _write_parquet(work / "docs-gpt2.parquet", "text", _DOCS)
+    encode_gpt2([src], work / "gpt2-out", quiet=True)
+    verify_output(work / "gpt2-out", [src])
+
+
+def warm_bytes(work: Path) -> None:
+    from fastenc.recipes.bytes import encode_bytes, verify_output
+
+    src = _write_parquet(work / "docs-bytes.parquet", "text", _DOCS)
+    encode_bytes([src], work / "bytes-out", quiet=True)
+    verify_output(work / "bytes-out", [src])
+
+
+FAMILIES = {"encoder": warm_encoder, "urls": warm_urls, "gpt2": warm_gpt2, "bytes": warm_bytes}
+
+
+# Parts: kernel groups with no callee in common, compiled in a helper process while this one
+# compiles the rest (Numba compiles one function at a time per process). They call kernels
+# directly, with the types the recipes use.
+
+
+def part_url_side(work: Path) -> None:
+    """The URL recipe's kernels other than the encoder: hashing, sorting, gathering, decoding."""
+    import numpy as np
+
+    from fastenc.kernels import url_pack
+    from fastenc.kernels.canonical import canonical_batch
+    from fastenc.kernels.xxh3 import xxh3_64_batch
+    from fastenc.recipes.urls_order import gather_spans, sort_by_hash
+    from fastenc.tasks import read_only
+
+    raw = b"".join(u.encode() for u in _URLS)
+    data = np.frombuffer(raw, np.uint8)  # read-only, like an Arrow buffer
+    offsets = np.zeros(len(_URLS) + 1, np.int64)
+    np.cumsum([len(u.encode()) for u in _URLS], out=offsets[1:])
+    hashes = xxh3_64_batch(data, offsets)
+    url_pack.count_outside_shard(hashes, np.uint64(1), np.uint64(0), np.empty(5, np.int64), 5)
+    url_pack.shard_of(hashes[0], np.uint64(1))
+    order, _ = sort_by_hash(hashes, 2)
+    tokens = np.arange(20, dtype=np.uint16)
+    tok_offsets = np.array([0, 3, 5, 9, 10, 15, 20], np.int64)
+    out = np.empty(20, np.uint16)
+    out_offsets = np.empty(len(order) + 1, np.int64)
+    gather_spans(tokens, tok_offsets, order, out, out_offsets, 2)
+    canon = canonical_batch(data, offsets)
+    xxh3_64_batch(read_only(canon), offsets)
+    url_pack.first_difference(canon, offsets, order, canon, offsets)
+
+
+def part_bpe(work: Path) -> None:
+    """The BPE side of the encoder (merges, whole-token lookup, segments): what ``encode_text``
+    calls besides the pre-tokenizers and piece caches."""
+    import numpy as np
+
+    import fastenc
+    from fastenc.kernels.bpe import merge_long_piece, merge_short_piece
+    from fastenc.kernels.segments import segment_end
+    from fastenc.kernels.tables import token_id_of
+
+    enc = fastenc.load("gpt2")
+    v = enc.vocab
+    data = np.frombuffer(b"hello worldwide", np.uint8)
+    out = np.empty(16, np.uint16)
+    merge_short_piece(data, np.int64(0), np.int64(5), v, np.empty(64, np.int64), out, np.int64(0))
+    merge_long_piece(data, np.int64(0), np.int64(15), v, np.empty(7 * 4 * 64, np.int64), out, np.int64(0))
+    token_id_of(v.token_table, v.token_bytes, v.token_offsets, data, np.int64(0), np.int64(5))
+    segment_end(data, np.int64(0), np.int64(15), v.joinable)
+
+
+def part_pieces(work: Path) -> None:
+    """The other side of the encoder: both pre-tokenizers and the piece caches."""
+    import numpy as np
+
+    import fastenc
+    from fastenc.kernels import piece_cache as pc
+    from fastenc.kernels.pretok_gpt2 import gpt2_piece_end
+    from fastenc.kernels.pretok_url import url_piece_end
+
+    enc = fastenc.load("gpt2")
+    data = np.frombuffer(b"hello worldwide, again", np.uint8)
+    out = np.zeros(32, np.uint16)
+    gpt2_piece_end(data, np.int64(0), np.int64(len(data)), enc.classes)
+    url_piece_end(data, np.int64(0), np.int64(len(data)))
+    c = enc.thread_caches(0)
+    zero, two, five = np.int64(0), np.int64(2), np.int64(5)
+    pc.tiny_cache_lookup(c.tiny, data, zero, two, out, zero, np.int64(32))
+    pc.short_cache_lookup(c.short, data, zero, five, out, zero, np.int64(32))
+    pc.cache_lookup(c.short, data, zero, five, out, zero, np.int64(32))
+    # stores into scratch caches: the real ones must not learn wrong ids
+    scratch = pc.new_piece_caches(1 << 4, 1 << 4, 1 << 4)
+    pc.tiny_cache_store(scratch.tiny, data, zero, two, out, zero, np.int64(1))
+    pc.cache_store(scratch.short, data, zero, five, out, zero, np.int64(1))
+
+
+PARTS = {"url-side": part_url_side, "bpe": part_bpe, "pieces": part_pieces}
+ENCODER_FAMILIES = ("encoder", "urls", "gpt2")
+
+
+def _part_ready(part: str) -> bool:
+    """Whether a helper's part is in the cache (probed on one kernel it compiles last)."""
+    if part == "bpe":
+        from fastenc.kernels.tables import token_id_of
+
+        return _cached_for_this_cpu(token_id_of) is True
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Running them
+# ---------------------------------------------------------------------------------------------
+
+
+def _start_helper(parts: list[str]):
+    """``python -m fastenc warmup --part P ...`` in the background (same environment, so the
+    same cache); None if it cannot start."""
+    argv = [sys.executable, "-m", "fastenc", "warmup", "--quiet"]
+    for part in parts:
+        argv += ["--part", part]
+    try:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+class _Ticker:
+    """Redraws a progress bar every second so that its clock runs while Numba compiles."""
+
+    def __init__(self, bar):
+        self.bar = bar
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.stop.wait(1.0):
+            self.bar.refresh()
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+def _wait_until(ready, proc) -> None:
+    """Until ``ready()`` or the helper process ``proc`` has exited (a failed or missing helper
+    only means this process compiles that part itself)."""
+    while proc is not None and proc.poll() is None and not ready():
+        time.sleep(0.1)
+
+
+def compile_families(families, *, quiet: bool = False, jobs: int | None = None, notice: str | None = None) -> float:
+    """Compile (or load) the kernels of ``families``; returns the seconds it took.
+
+    With ``jobs >= 2`` (default: 2 when there are 2 CPUs) a helper process compiles the BPE
+    merges (and, for ``urls``, the hashing/sorting/decoding kernels) into the cache while this
+    process compiles the pre-tokenizers and piece caches; then this process compiles the
+    encoder and the families, loading the helper's kernels from the cache. A "compile" bar
+    counts the families; ``notice`` is printed first."""
+    from fastenc.progress import progress
+
+    jobs = min(2, _cpus()) if jobs is None else jobs
+    families = sorted(dict.fromkeys(families), key=list(FAMILIES).index)
+    encoder = any(f in ENCODER_FAMILIES for f in families)
+    helper_parts = (["bpe"] if encoder else []) + (["url-side"] if "urls" in families else [])
+    if notice and not quiet:
+        print(notice, file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    helper = _start_helper(helper_parts) if jobs >= 2 and helper_parts else None
+    stages = (["pre-tokenizers"] if helper is not None and encoder else []) + families
+    bar = progress(len(stages), unit="step", desc="compile", quiet=quiet, unit_scale=False)
+
+    def stage(name: str) -> None:
+        bar.set_postfix_str(name + (" (+ a helper process)" if helper is not None and helper.poll() is None else ""))
+
+    try:
+        with _Ticker(bar), tempfile.TemporaryDirectory(prefix="fastenc-warmup-") as tmp:
+            work = Path(tmp)
+            if helper is not None and encoder:
+                stage("pre-tokenizers")
+                part_pieces(work)
+                _wait_until(lambda: _part_ready("bpe"), helper)
+                bar.update(1)
+            for family in families:
+                stage(family)
+                if family == "urls" and helper is not None:
+                    if "encoder" not in families:
+                        warm_encoder(work)  # the encoder while the helper finishes the URL side
+                    helper.wait()
+                FAMILIES[family](work)
+                bar.update(1)
+            bar.set_postfix_str("done")
+    finally:
+        if helper is not None and helper.poll() is None:
+            helper.wait()
+        bar.close()
+    return time.perf_counter() - t0
+
+
+def prepare(command: str, args) -> None:
+    """Before a CLI command: if the kernels it needs are not cached for this CPU, say so once on
+    stderr and compile them (with a progress bar) before the command's own bars start."""
+    families = families_for(command, args)
+    if not families:
+        return
+    cold = cold_families(families)
+    if not cold:
+        return
+    quiet = bool(getattr(args, "quiet", False))
+    jobs = min(2, _cpus())
+    seconds = sum(ESTIMATED_SECONDS[f] for f in cold) / (1.6 if jobs > 1 else 1.0)
+    notice = (f"fastenc: compiling kernels (first run on this machine, ~{max(5, round(seconds, -1)):.0f} s); "
+              "they are cached for later runs (`fastenc warmup` does this ahead of time)")
+    if command == "verify":  # nothing to run the verify kernels on beforehand: say it, go on
+        if not quiet:
+            print(notice, file=sys.stderr, flush=True)
+        return
+    compile_families(cold, quiet=quiet, jobs=jobs, notice=notice)
+
+
+# ---------------------------------------------------------------------------------------------
+# fastenc warmup
+# ---------------------------------------------------------------------------------------------
+
+
+def add_arguments(p) -> None:
+    import argparse
+
+    p.description = (
+        "Compile every kernel into Numba's cache now (for images, CI and cluster workers), so that "
+        "no later command compiles. The cache is NUMBA_CACHE_DIR if set (use one writable folder per "
+        "CPU model on shared or read-only installs), else __pycache__ beside fastenc's sources, else "
+        "~/.cache/numba. See docs/compile.md."
+    )
+    p.add_argument("families", nargs="*", metavar="FAMILY", help=f"only these ({', '.join(FAMILIES)}); default: all")
+    p.add_argument("-j", "--jobs", type=int, default=None, help="processes (default: 2 where there are 2 CPUs)")
+    p.add_argument("--force", action="store_true", help="compile even what the cache index already holds")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary line")
+    p.add_argument("--part", action="append", choices=list(PARTS), help=argparse.SUPPRESS)  # a helper process's job
+
+
+def run(args) -> int:
+    from fastenc.progress import summary_line
+
+    if args.part:
+        with tempfile.TemporaryDirectory(prefix="fastenc-warmup-") as tmp:
+            for part in args.part:
+                PARTS[part](Path(tmp))
+        return 0
+    unknown = [f for f in args.families if f not in FAMILIES]
+    if unknown:
+        raise InputError(f"unknown kernel family {unknown[0]!r}: choose from {', '.join(FAMILIES)}")
+    families = args.families or list(FAMILIES)
+    todo = families if args.force else cold_families(families)
+    if not todo:
+        summary_line(f"fastenc warmup: kernels already cached for this CPU ({', '.join(families)}); {_cache_place()}",
+                     quiet=args.quiet)
+        return 0
+    seconds = compile_families(todo, quiet=args.quiet, jobs=args.jobs)
+    still = cold_families(todo)
+    if still:
+        summary_line(f"fastenc warmup: compiled, but Numba's cache holds no entry for {', '.join(still)}: "
+                     f"is caching possible here? ({_cache_place()})", quiet=False)
+        return 1
+    summary_line(f"fastenc warmup: compiled {', '.join(todo)} in {seconds:.1f} s; {_cache_place()}", quiet=args.quiet)
+    return 0
+
+
+def _cache_place() -> str:
+    """Where Numba keeps fastenc's compiled kernels (one kernel's cache folder, as an example)."""
+    try:
+        from fastenc.kernels.encode import encode_text
+
+        return f"cache: {encode_text._cache.cache_path}"
+    except Exception:  # noqa: BLE001
+        return "cache: (unknown)"

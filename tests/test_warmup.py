@@ -1,0 +1,131 @@
+"""`fastenc warmup` and the first-run compile notice.
+
+No timing assertions: what is checked is that after `fastenc warmup` no command compiles a
+single kernel (Numba's own compile events, counted in a fresh process), and that a command on
+an empty Numba cache says once that it is compiling and shows a compile step.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "part-00042.parquet"
+
+# Runs fastenc commands in one process and prints the kernels Numba compiled (not loaded from
+# its cache) while they ran.
+_COUNT_COMPILES = textwrap.dedent(
+    """
+    import json, sys
+    from numba.core import event
+
+    compiled = []
+
+    class Listener(event.Listener):
+        def on_start(self, ev):
+            f = ev.data["dispatcher"].py_func
+            compiled.append(f"{f.__module__}.{f.__qualname__}{tuple(str(a) for a in ev.data['args'])}")
+
+        def on_end(self, ev):
+            pass
+
+    event.register("numba:compile", Listener())
+    from fastenc.cli import main
+
+    for argv in json.loads(sys.argv[1]):
+        rc = main(argv)
+        if rc:
+            sys.exit(f"{argv} exited with {rc}")
+    print(json.dumps(compiled))
+    """
+)
+
+
+def _fastenc(args, env=None, **kwargs):
+    return subprocess.run([sys.executable, "-m", "fastenc", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, **kwargs)
+
+
+def _docs(path: Path) -> Path:
+    pq.write_table(pa.table({"text": ["Hello, world!", "Grüße aus Köln, 123.", "", "x" * 200]}), path)
+    return path
+
+
+def test_after_warmup_no_command_compiles(tmp_path):
+    # Numba's default cache (as a user's first command would use): warmup fills it, then every
+    # command of the README loads its kernels and compiles none.
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    warm = _fastenc(["warmup"], env=env)
+    assert warm.returncode == 0, warm.stderr
+    assert "fastenc warmup:" in warm.stderr
+    again = _fastenc(["warmup"], env=env)
+    assert again.returncode == 0 and "already cached" in again.stderr, again.stderr
+    docs = _docs(tmp_path / "docs.parquet")
+    text = tmp_path / "t.txt"
+    text.write_text("Hello, world! Grüße.\n", encoding="utf-8")
+    commands = [
+        [str(EXAMPLE), "--num-shards", "64", "-o", str(tmp_path / "urls"), "--quiet"],
+        ["verify", str(tmp_path / "urls"), "--source", str(EXAMPLE), "--quiet"],
+        ["gpt2", str(docs), "-o", str(tmp_path / "gpt2"), "--quiet"],
+        ["verify", str(tmp_path / "gpt2"), "--quiet"],
+        ["bytes", str(docs), "-o", str(tmp_path / "bytes"), "--quiet"],
+        ["verify", str(tmp_path / "bytes"), "--quiet"],
+        ["encode", str(text)],
+        ["encode", str(text), "-t", "urls"],
+    ]
+    proc = subprocess.run([sys.executable, "-c", _COUNT_COMPILES, json.dumps(commands)], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    compiled = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert compiled == [], f"compiled after warmup (a type warmup does not cover): {compiled[:5]}"
+    assert "compiling kernels" not in proc.stderr
+
+
+def test_first_run_says_it_compiles_once_and_shows_a_compile_step(tmp_path):
+    # An empty cache: the bytes recipe (the cheapest family to compile) must say why it waits.
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    docs = _docs(tmp_path / "docs.parquet")
+    first = _fastenc(["bytes", str(docs), "-o", str(tmp_path / "o1")], env=env)
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.count("compiling kernels (first run on this machine") == 1, first.stderr
+    assert "compile:" in first.stderr  # the compile step of the progress bar
+    second = _fastenc(["bytes", str(docs), "-o", str(tmp_path / "o2")], env=env)
+    assert second.returncode == 0, second.stderr
+    assert "compiling" not in second.stderr and "compile:" not in second.stderr
+    quiet = _fastenc(["bytes", str(docs), "-o", str(tmp_path / "o3"), "--quiet"],
+                     env=dict(env, NUMBA_CACHE_DIR=str(tmp_path / "cache2")))
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+
+
+def test_cold_families_reads_the_cache_index(tmp_path, monkeypatch):
+    from fastenc import warmup
+
+    assert warmup.families_for("gpt2", None) == ("gpt2",)
+    assert warmup.families_for("decode", None) == ()
+    # a kernel object that Numba has never cached reads as "not cached"; unknown internals as "unknown"
+    assert warmup._cached_for_this_cpu(object()) is None
+    monkeypatch.setattr(warmup, "_probe_kernels", lambda family: [object()])
+    assert warmup.cold_families(["bytes"]) == []  # unknown counts as cached: no false notice
+
+
+def test_warmup_refuses_an_unknown_family():
+    proc = _fastenc(["warmup", "nope"])
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1].startswith("fastenc: error: unknown kernel family 'nope'")
+
+
+@pytest.mark.parametrize("command", ["verify"])
+def test_verify_of_a_missing_directory_needs_no_kernels(tmp_path, command):
+    from types import SimpleNamespace
+
+    from fastenc import warmup
+
+    assert warmup.families_for(command, SimpleNamespace(out=str(tmp_path / "missing"))) == ()

@@ -57,11 +57,11 @@ def _probe_kernels(family: str) -> list:
         return [encode_text, encode_docs, decode_into]
     if family == "urls":
         from fastenc.kernels import url_pack
-        from fastenc.kernels.canonical import canonical_batch
-        from fastenc.kernels.xxh3 import xxh3_64_batch
+        from fastenc.kernels.canonical import canonical_run
+        from fastenc.kernels.xxh3 import xxh3_64_run
 
         return [url_pack.pack_url_run, url_pack.gather_slots, url_pack.sort_buckets, url_pack.gather_span_run,
-                url_pack.decode_urls, xxh3_64_batch, canonical_batch]
+                url_pack.decode_urls, xxh3_64_run, canonical_run]
     if family == "gpt2":
         from fastenc.kernels.decode import decode_into
         from fastenc.kernels.runs import encode_docs
@@ -152,6 +152,24 @@ def warm_encoder(work: Path) -> None:
         enc.decode_bytes(ids)
 
 
+def warm_url_encoder(work: Path) -> None:
+    """What the URL recipe needs of the encoder: ``encode_text`` (via ``encode_bytes``: the same
+    types) and the fused canonical() + encode kernel."""
+    import numpy as np
+
+    import fastenc
+    from fastenc.recipes.urls_encode import encode_url_chunk
+    from fastenc.recipes.urls_threads import canonical_batch
+
+    enc = fastenc.load("urls")
+    enc.encode_bytes(b"https://com.example.www/a")
+    data = np.frombuffer("".join(_URLS).encode(), np.uint8)
+    offsets = np.zeros(len(_URLS) + 1, np.int64)
+    np.cumsum([len(u.encode()) for u in _URLS], out=offsets[1:])
+    encode_url_chunk(enc, data, offsets, np.arange(len(_URLS)))
+    canonical_batch(data, offsets)
+
+
 def warm_urls(work: Path) -> None:
     from fastenc.recipes.urls import encode_shard, verify_output
 
@@ -185,31 +203,31 @@ FAMILIES = {"encoder": warm_encoder, "urls": warm_urls, "gpt2": warm_gpt2, "byte
 
 
 def part_url_side(work: Path) -> None:
-    """The URL recipe's kernels other than the encoder: hashing, sorting, gathering, decoding."""
+    """The URL recipe's kernels other than the encoder and canonical(): hashing, the shard check,
+    sorting, gathering, decoding (``warm_urls`` in the main process compiles canonical() with
+    the encoder's URL kernel, which calls it)."""
     import numpy as np
 
+    import fastenc
     from fastenc.kernels import url_pack
-    from fastenc.kernels.canonical import canonical_batch
-    from fastenc.kernels.xxh3 import xxh3_64_batch
-    from fastenc.recipes.urls_order import gather_spans, sort_by_hash
-    from fastenc.tasks import read_only
+    from fastenc.recipes.urls_bin import iter_decoded
+    from fastenc.recipes.urls_threads import gather_spans, hash_batch, sort_by_hash
 
     raw = b"".join(u.encode() for u in _URLS)
-    data = np.frombuffer(raw, np.uint8)  # read-only, like an Arrow buffer
+    data = np.frombuffer(raw, np.uint8)
     offsets = np.zeros(len(_URLS) + 1, np.int64)
     np.cumsum([len(u.encode()) for u in _URLS], out=offsets[1:])
-    hashes = xxh3_64_batch(data, offsets)
+    hashes = hash_batch(data, offsets)
     url_pack.count_outside_shard(hashes, np.uint64(1), np.uint64(0), np.empty(5, np.int64), 5)
     url_pack.shard_of(hashes[0], np.uint64(1))
     order, _ = sort_by_hash(hashes, 2)
-    tokens = np.arange(20, dtype=np.uint16)
-    tok_offsets = np.array([0, 3, 5, 9, 10, 15, 20], np.int64)
-    out = np.empty(20, np.uint16)
+    tokens = np.array([0, 71, 72, 0, 73, 0, 0, 74, 75, 76], np.uint16)
+    tok_offsets = np.array([0, 3, 5, 6, 7, 10, 10], np.int64)
+    out = np.empty(10, np.uint16)
     out_offsets = np.empty(len(order) + 1, np.int64)
     gather_spans(tokens, tok_offsets, order, out, out_offsets, 2)
-    canon = canonical_batch(data, offsets)
-    xxh3_64_batch(read_only(canon), offsets)
-    url_pack.first_difference(canon, offsets, order, canon, offsets)
+    for _, text, text_offsets in iter_decoded(tokens, fastenc.load("urls")):
+        url_pack.first_difference(text, text_offsets, np.arange(len(text_offsets) - 1), text, text_offsets)
 
 
 def part_bpe(work: Path) -> None:
@@ -357,8 +375,7 @@ def compile_families(families, *, quiet: bool = False, jobs: int | None = None, 
             for family in families:
                 stage(family)
                 if family == "urls" and helper is not None:
-                    if "encoder" not in families:
-                        warm_encoder(work)  # the encoder while the helper finishes the URL side
+                    warm_url_encoder(work)  # while the helper finishes the URL side
                     helper.wait()
                 FAMILIES[family](work)
                 bar.update(1)

@@ -454,7 +454,7 @@ def gather_spans(tokens, tok_offsets, order, out, out_offsets, n_tasks):
 @njit(cache=True, nogil=True)
 def gather_span_run(tokens, tok_offsets, order, out, out_offsets, k0, k1):
     """``gather_spans``' copy loop for spans ``k0 <= k < k1`` (one task's share), with
-    ``out_offsets`` already filled; ``fastenc.recipes.urls_order.gather_spans`` runs the tasks
+    ``out_offsets`` already filled; ``fastenc.recipes.urls_threads.gather_spans`` runs the tasks
     on threads."""
     for k in range(k0, k1):
         if k + _AHEAD < k1:

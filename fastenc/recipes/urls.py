@@ -25,7 +25,7 @@ Stages (each timed; progress bars in URLs on stderr):
    order and permuting the tokens afterwards measured ~30% faster than encoding in hash order,
    and the text itself is never held whole. A URL outside the shard stops all encoding (the
    pass only counts from then on) and fails the run before anything is written.
-2. **sort** by hash (``urls_order.sort_by_hash``: stable, ties in source order).
+2. **sort** by hash (``urls_threads.sort_by_hash``: stable, ties in source order).
 3. **write**: the token spans in hash order (a prefetching gather kernel), chunk by chunk, to the
    bin's temporary file, then fsync.
 4. **verify** the finished file: its length, its count of zeros, and 1,000 URLs each from its
@@ -141,7 +141,7 @@ def _encode_pass(path: Path, column: str, enc, shard: int, num_shards: int, shar
     """One pass over the file: per Arrow chunk, hash every URL, check its shard, and encode it
     (canonical + BPE + the leading 0) into one growing token buffer, in the source's order."""
     from fastenc.kernels.url_pack import count_outside_shard, shard_of
-    from fastenc.kernels.xxh3 import xxh3_64_batch
+    from fastenc.recipes.urls_threads import hash_batch
 
     pf, _ = _open_column(path, column)
     n_rows = pf.metadata.num_rows
@@ -174,7 +174,7 @@ def _encode_pass(path: Path, column: str, enc, shard: int, num_shards: int, shar
         t1 = time.perf_counter()
         seconds["read"] += t1 - t
         if k:
-            h = xxh3_64_batch(data, offsets)
+            h = hash_batch(data, offsets)
             hashes[n : n + k] = h
             if shard_check:
                 bad = int(count_outside_shard(h, np.uint64(num_shards), np.uint64(shard), first_bad, 5 - len(examples)))
@@ -275,7 +275,7 @@ def encode_shard(
     import xxhash
 
     from fastenc import __version__
-    from fastenc.recipes.urls_order import gather_spans, sort_by_hash
+    from fastenc.recipes.urls_threads import gather_spans, sort_by_hash
 
     t_start = time.perf_counter()
     paths = resolve_inputs([os.fspath(path)])

@@ -16,7 +16,6 @@ from fastenc.recipes.urls_bin import iter_decoded
 from fastenc.recipes.urls_format import _BIN_RE, _SIDECAR_RE, FORMAT, FORMAT_VERSION, TOKENIZER_DIR, bin_name, sidecar_name
 from fastenc.recipes.urls_source import read_url_column
 from fastenc.recipes.urls_tokenizer import _sha256_file
-from fastenc.tasks import read_only  # one compile of each kernel: byte inputs are read-only
 
 
 def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:
@@ -72,9 +71,8 @@ def _verify_one(out_dir: Path, meta_path: Path, tok_path: Path, tok_sha: str | N
     import xxhash
 
     from fastenc.encoder import load
-    from fastenc.kernels.canonical import canonical_batch
     from fastenc.kernels.url_pack import count_outside_shard
-    from fastenc.kernels.xxh3 import xxh3_64_batch
+    from fastenc.recipes.urls_threads import canonical_batch, hash_batch
 
     problems: list[str] = report["problems"]
     name = meta_path.name
@@ -141,7 +139,7 @@ def _verify_one(out_dir: Path, meta_path: Path, tok_path: Path, tok_sha: str | N
     try:
         for _, data, offs in iter_decoded(bin_path, enc):
             m = len(offs) - 1
-            hs = xxh3_64_batch(read_only(canonical_batch(read_only(data), offs)), offs)
+            hs = hash_batch(canonical_batch(data, offs), offs)
             lo, hi = np.searchsorted(skip, [urls, urls + m])
             if hi > lo:
                 keep = np.ones(m, bool)
@@ -191,17 +189,15 @@ class _SourceStream:
     def __init__(self, path: Path, meta: dict):
         import numba
 
-        from fastenc.kernels.canonical import canonical_batch
-        from fastenc.recipes.urls_order import sort_by_hash
-        from fastenc.kernels.xxh3 import xxh3_64_batch
+        from fastenc.recipes.urls_threads import canonical_batch, hash_batch, sort_by_hash
 
         self.path = path
         col = read_url_column(path, meta["source"]["column"], skip_nulls=bool(meta.get("null_urls_skipped")))
         n = len(col.offsets) - 1
-        hashes = xxh3_64_batch(read_only(col.data), col.offsets) if n else np.empty(0, np.uint64)
+        hashes = hash_batch(col.data, col.offsets) if n else np.empty(0, np.uint64)
         self.order, _ = sort_by_hash(hashes, numba.get_num_threads())
         # the bin stores canonical(url): compare stored forms, exact for every URL (irreversible too)
-        self.col = col._replace(data=canonical_batch(read_only(col.data), col.offsets) if n else col.data)
+        self.col = col._replace(data=canonical_batch(col.data, col.offsets) if n else col.data)
         self.mismatches = 0
 
     def compare(self, data: np.ndarray, offs: np.ndarray, first: int) -> str | None:

@@ -1,9 +1,11 @@
-"""The URL bins' order, on threads: ``sort_by_hash(keys)`` (a stable argsort of uint64 hashes)
-and ``gather_spans`` (token spans copied out in that order).
+"""The URL recipe's batch kernels on threads: ``hash_batch`` (xxh3 of every URL),
+``canonical_batch``, ``sort_by_hash(keys)`` (a stable argsort of uint64 hashes) and
+``gather_spans`` (token spans copied out in that order).
 
 The same permutation as ``fastenc.kernels.url_pack.hash_order`` (and ``np.lexsort((arange(n),
 keys))``): a level-1 scatter on the top bits of the keys' range, then each bucket sorted in
-cache. Here each step's parallel tasks are ``nogil`` kernels run on Python threads
+cache. Each of these equals the ``parallel=True`` kernel of the same name in
+``fastenc.kernels`` (which stay for Numba callers); here each step's parallel tasks are ``nogil`` kernels run on Python threads
 (``fastenc.tasks``), so nothing is compiled with ``parallel=True``; ``hash_order`` stays for
 Numba callers.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastenc.tasks import n_tasks as default_tasks
-from fastenc.tasks import run_tasks
+from fastenc.tasks import read_only, run_tasks
 
 BUCKET_BITS = 12  # = url_pack._BUCKET_BITS
 
@@ -63,3 +65,40 @@ def gather_spans(tokens, tok_offsets, order, out, out_offsets, n_tasks) -> None:
     tasks = max(1, n_tasks)
     run_tasks(lambda t: gather_span_run(tokens, tok_offsets, order, out, out_offsets, m * t // tasks, m * (t + 1) // tasks),
               tasks)
+
+
+def _split(n: int, tasks: int) -> list[int]:
+    return [n * t // tasks for t in range(tasks + 1)]
+
+
+def hash_batch(data, offsets, n_tasks: int | None = None) -> np.ndarray:
+    """``fastenc.kernels.xxh3.xxh3_64_batch`` on threads: XXH3-64 of every item of the Arrow
+    layout ``(data, offsets)``, uint64[n]. ``data`` is handed over read-only (one compile)."""
+    from fastenc.kernels.xxh3 import xxh3_64_run
+
+    n = max(len(offsets) - 1, 0)
+    out = np.empty(n, np.uint64)
+    data = read_only(data)
+    tasks = max(1, min(n_tasks or default_tasks(), n))
+    bounds = _split(n, tasks)
+    run_tasks(lambda t: xxh3_64_run(data, offsets, out, bounds[t], bounds[t + 1]), tasks)
+    return out
+
+
+def canonical_batch(data, offsets, n_tasks: int | None = None) -> np.ndarray:
+    """``fastenc.kernels.canonical.canonical_batch`` on threads: canonical() of every item, at
+    the same offsets (bytes outside the items copied as they are)."""
+    from fastenc.kernels.canonical import canonical_run
+
+    n = max(len(offsets) - 1, 0)
+    out = np.empty_like(data)
+    if n == 0:
+        out[:] = data
+        return out
+    out[: offsets[0]] = data[: offsets[0]]
+    out[offsets[n] :] = data[offsets[n] :]
+    data = read_only(data)
+    tasks = max(1, min(n_tasks or default_tasks(), n))
+    bounds = _split(n, tasks)
+    run_tasks(lambda t: canonical_run(data, offsets, out, bounds[t], bounds[t + 1]), tasks)
+    return out

@@ -1,0 +1,110 @@
+"""The batch kernels run as tasks on Python threads (fastenc.tasks, recipes/urls_threads):
+the same results as the references, for any number of tasks."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import xxhash
+
+from fastenc.canonical import canonical
+from fastenc.recipes.urls_threads import canonical_batch, gather_spans, hash_batch, sort_by_hash
+from fastenc.tasks import read_only, run_tasks
+
+URLS = ["https://www.example.com/a?b#c", "", "http://x:1.y/", "ftp://[::1]/f", "https://日本.example.jp/ページ",
+        "http://a.b.c.d.e/", "no scheme at all", "https://com.example.www/"]
+
+
+def _flat(items):
+    raw = [u.encode() for u in items]
+    data = np.frombuffer(b"".join(raw), np.uint8)
+    offsets = np.zeros(len(raw) + 1, np.int64)
+    np.cumsum([len(r) for r in raw], out=offsets[1:])
+    return data, offsets
+
+
+@pytest.mark.parametrize("tasks", [1, 2, 3, 7])
+@pytest.mark.parametrize("kind", ["uniform", "duplicates", "narrow"])
+def test_sort_by_hash_is_a_stable_argsort(tasks, kind):
+    rng = np.random.default_rng(tasks)
+    n = 20_000
+    if kind == "uniform":
+        keys = rng.integers(0, 2**64 - 1, n, dtype=np.uint64)
+    elif kind == "duplicates":  # big equal-key buckets: the merge-sort fallback
+        keys = rng.integers(0, 3, n).astype(np.uint64) << np.uint64(61)
+    else:
+        keys = rng.integers(0, 500, n).astype(np.uint64)
+    order, sorted_keys = sort_by_hash(keys, tasks)
+    want = np.lexsort((np.arange(n), keys))
+    assert order.tolist() == want.tolist()
+    assert sorted_keys.tolist() == keys[want].tolist()
+
+
+def test_sort_by_hash_of_nothing_and_of_one_key():
+    order, keys = sort_by_hash(np.zeros(0, np.uint64), 2)
+    assert order.shape == keys.shape == (0,)
+    order, keys = sort_by_hash(np.array([7], np.uint64), 4)
+    assert order.tolist() == [0] and keys.tolist() == [7]
+
+
+@pytest.mark.parametrize("tasks", [1, 2, 5, 50])
+def test_hash_batch_equals_xxhash(tasks):
+    data, offsets = _flat(URLS)
+    want = [xxhash.xxh3_64_intdigest(u.encode()) for u in URLS]
+    assert hash_batch(data, offsets, tasks).tolist() == want
+    assert hash_batch(data, offsets[2:6], tasks).tolist() == want[2:5]  # a slice of an Arrow column
+    assert hash_batch(data, offsets[:1], tasks).shape == (0,)
+
+
+@pytest.mark.parametrize("tasks", [1, 2, 5])
+def test_canonical_batch_on_threads_equals_the_cards_function(tasks):
+    data, offsets = _flat(URLS)
+    out = canonical_batch(data, offsets, tasks)
+    assert out.tobytes() == "".join(canonical(u) for u in URLS).encode()
+    part = canonical_batch(data, offsets[3:6], tasks)  # bytes outside the items stay as they are
+    a, b = offsets[3], offsets[5]
+    assert part[:a].tobytes() == data[:a].tobytes() and part[b:].tobytes() == data[b:].tobytes()
+    assert part[a:b].tobytes() == "".join(canonical(u) for u in URLS[3:5]).encode()
+    assert canonical_batch(data, offsets[:1], tasks).tobytes() == data.tobytes()
+
+
+@pytest.mark.parametrize("tasks", [1, 2, 3])
+def test_gather_spans_copies_spans_in_order(tasks):
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(0, 9, 300)
+    tok_offsets = np.zeros(301, np.int64)
+    np.cumsum(lengths, out=tok_offsets[1:])
+    tokens = rng.integers(0, 65535, int(tok_offsets[-1])).astype(np.uint16)
+    order = rng.permutation(300)
+    out = np.empty(len(tokens), np.uint16)
+    out_offsets = np.empty(301, np.int64)
+    gather_spans(tokens, tok_offsets, order, out, out_offsets, tasks)
+    want = np.concatenate([tokens[tok_offsets[i]:tok_offsets[i + 1]] for i in order])
+    assert out.tolist() == want.tolist()
+    assert np.diff(out_offsets).tolist() == lengths[order].tolist()
+
+
+def test_run_tasks_runs_every_task_and_reraises_after_all_finished():
+    seen = []
+    lock = threading.Lock()
+
+    def task(t):
+        with lock:
+            seen.append(t)
+        if t == 2:
+            raise ValueError("task 2")
+
+    with pytest.raises(ValueError, match="task 2"):
+        run_tasks(task, 5)
+    assert sorted(seen) == [0, 1, 2, 3, 4]
+    run_tasks(task, 0)  # nothing to do
+    assert len(seen) == 5
+
+
+def test_read_only_is_a_view():
+    a = np.arange(4, dtype=np.uint8)
+    v = read_only(a)
+    assert not v.flags.writeable and a.flags.writeable
+    a[0] = 9
+    assert v[0] == 9

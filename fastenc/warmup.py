@@ -387,11 +387,27 @@ def compile_families(families, *, quiet: bool = False, jobs: int | None = None, 
     return time.perf_counter() - t0
 
 
+def _inputs_exist(args) -> bool:
+    """False when the command's inputs are missing: it then fails at once with its own message,
+    rather than after compiling for half a minute."""
+    try:
+        if getattr(args, "inputs", None):
+            from fastenc.arrow_io import resolve_inputs
+
+            resolve_inputs([os.fspath(p) for p in args.inputs])
+        text = getattr(args, "input", None)
+        if text not in (None, "-") and not Path(text).is_file():
+            return False
+    except Exception:  # noqa: BLE001 - the command reports it
+        return False
+    return True
+
+
 def prepare(command: str, args) -> None:
     """Before a CLI command: if the kernels it needs are not cached for this CPU, say so once on
     stderr and compile them (with a progress bar) before the command's own bars start."""
     families = families_for(command, args)
-    if not families:
+    if not families or not _inputs_exist(args):
         return
     cold = cold_families(families)
     if not cold:

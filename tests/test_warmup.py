@@ -129,3 +129,11 @@ def test_verify_of_a_missing_directory_needs_no_kernels(tmp_path, command):
     from fastenc import warmup
 
     assert warmup.families_for(command, SimpleNamespace(out=str(tmp_path / "missing"))) == ()
+
+
+def test_a_missing_input_fails_at_once_without_compiling(tmp_path):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    proc = _fastenc(["gpt2", str(tmp_path / "missing.parquet"), "-o", str(tmp_path / "o")], env=env)
+    assert proc.returncode == 1
+    assert "compiling kernels" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("fastenc: error: input")

@@ -11,8 +11,9 @@ in well under a second. This module
   compiles one half of the kernels into the cache while this one compiles the other half;
 - compiles everything for ``fastenc warmup`` (images, CI, cluster workers).
 
-Kernel families: ``encoder`` (``fastenc.load(...).encode*``/``decode``, ``fastenc encode``),
-``urls``, ``gpt2`` and ``bytes`` (each recipe, its read-back check and ``fastenc verify``). A
+Kernel families: ``encoder`` (``fastenc.load(...).encode``/``decode``, ``fastenc encode``),
+``urls``, ``gpt2`` (also ``encode_batch``) and ``bytes`` (each recipe, its read-back check and
+``fastenc verify``). A
 family is compiled by running the real code on a tiny input, so that the kernels get exactly
 the argument types the commands give them; the helper's "parts" call kernels directly and
 only make things faster (a part that misses a type costs time, never correctness).
@@ -52,9 +53,8 @@ def _probe_kernels(family: str) -> list:
     if family == "encoder":
         from fastenc.kernels.decode import decode_into
         from fastenc.kernels.encode import encode_text
-        from fastenc.kernels.runs import encode_docs
 
-        return [encode_text, encode_docs, decode_into]
+        return [encode_text, decode_into]
     if family == "urls":
         from fastenc.kernels import url_pack
         from fastenc.kernels.canonical import canonical_run
@@ -143,12 +143,12 @@ def _write_parquet(path: Path, column: str, values: list[str]) -> Path:
 
 
 def warm_encoder(work: Path) -> None:
+    """``fastenc encode`` and ``Encoder.encode``/``decode`` (``encode_batch``: the gpt2 family)."""
     import fastenc
 
     for name in ("gpt2", "urls"):
         enc = fastenc.load(name)
         ids = enc.encode_bytes("Hello, world! Grüße 123".encode())
-        enc.encode_batch(_DOCS)
         enc.decode_bytes(ids)
 
 
@@ -179,7 +179,11 @@ def warm_urls(work: Path) -> None:
 
 
 def warm_gpt2(work: Path) -> None:
+    """The gpt2 recipe and its verify, and ``Encoder.encode_batch``/``encode_arrays``."""
+    import fastenc
     from fastenc.recipes.gpt2 import encode_gpt2, verify_output
+
+    fastenc.load("gpt2").encode_batch(_DOCS)
 
     src = _write_parquet(work / "docs-gpt2.parquet", "text", _DOCS)
     encode_gpt2([src], work / "gpt2-out", quiet=True)

@@ -438,13 +438,12 @@ def add_arguments(p) -> None:
 
     p.description = (
         "Compile every kernel into Numba's cache now (for images, CI and cluster workers), so that "
-        "no later command compiles. The cache is NUMBA_CACHE_DIR if set (use one writable folder per "
-        "CPU model on shared or read-only installs), else __pycache__ beside fastenc's sources, else "
-        "~/.cache/numba. See docs/compile.md."
+        "no later command compiles. The cache is NUMBA_CACHE_DIR if set (set it to a writable folder "
+        "for read-only installs and shared nodes; entries of different CPU models live side by side), "
+        "else __pycache__ beside fastenc's sources, else ~/.cache/numba. See docs/compile.md."
     )
     p.add_argument("families", nargs="*", metavar="FAMILY", help=f"only these ({', '.join(FAMILIES)}); default: all")
     p.add_argument("-j", "--jobs", type=int, default=None, help="processes (default: 2 where there are 2 CPUs)")
-    p.add_argument("--force", action="store_true", help="compile even what the cache index already holds")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary line")
     p.add_argument("--part", action="append", choices=list(PARTS), help=argparse.SUPPRESS)  # a helper process's job
 
@@ -461,7 +460,7 @@ def run(args) -> int:
     if unknown:
         raise InputError(f"unknown kernel family {unknown[0]!r}: choose from {', '.join(FAMILIES)}")
     families = args.families or list(FAMILIES)
-    todo = families if args.force else cold_families(families)
+    todo = cold_families(families)
     if not todo:
         summary_line(f"fastenc warmup: kernels already cached for this CPU ({', '.join(families)}); {_cache_place()}",
                      quiet=args.quiet)

@@ -33,10 +33,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from fastenc.kernels.jit import HELPER
+
 _SLASH, _QUESTION, _HASH, _AT, _COLON, _DOT, _LBRACKET = 47, 63, 35, 64, 58, 46, 91
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _scheme_len(data, start, end):
     """8 for ``https://``, 7 for ``http://`` at data[start:], else 0 (case-sensitive)."""
     if end - start < 7:
@@ -79,7 +81,7 @@ def _is_dotted_quad(data, h0, h1):
     return labels == 4
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _host_bounds(data, a0, a1):
     """(h0, h1): the host inside the authority data[a0:a1], per rules 3 and 4."""
     h0 = a0
@@ -99,7 +101,7 @@ def _host_bounds(data, a0, a1):
     return h0, h1
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _copy(src, a, b, dst, o):
     """dst[o:o+(b-a)] = src[a:b]; returns o + (b - a). Unsigned indices: Numba then emits no
     negative-index wrap-around per byte (~20% of canonical_into's time on real URLs)."""

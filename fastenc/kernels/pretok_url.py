@@ -37,6 +37,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from fastenc.kernels.jit import HELPER
+
 URL_PATTERN = r"""https?://|%[0-9A-Fa-f]{2}|[!#$%&'()*+,\-./:;=?@\[\\\]\^_`{|}~]"""
 
 # The delimiter set as a 128-bit mask over ASCII codes (bit b set <=> chr(b) is a delimiter):
@@ -57,12 +59,12 @@ def is_url_delim(b):
     return False
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _is_hex(b):
     return (48 <= b <= 57) or (65 <= b <= 70) or (97 <= b <= 102)
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _http_len(data, pos, end):
     """7 for ``http://``, 8 for ``https://`` at pos, else 0 (data[pos] is already known to be 'h')."""
     if pos + 7 > end or data[pos + 1] != 116 or data[pos + 2] != 116 or data[pos + 3] != 112:  # "ttp"
@@ -103,7 +105,7 @@ def url_piece_end(data, pos, end):
     return end
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _match_len(data, pos, end, b):
     """Length of the match at pos when data[pos] == b is 'h' or '%' (0: 'h' that is content)."""
     if b == 104:
@@ -113,7 +115,7 @@ def _match_len(data, pos, end, b):
     return 1
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _delim_bit(b):
     """1 if byte b is a delimiter else 0, without branches (uint64 arithmetic)."""
     mask = _DELIM_LO if b < 64 else _DELIM_HI
@@ -163,7 +165,7 @@ def url_split(data, start, end, out_ends):
     return np.int64(n)
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _count_pieces(data, start, end):
     """url_split's count without the stores (the first pass of url_split_batch)."""
     u1 = np.uint64(1)

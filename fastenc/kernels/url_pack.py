@@ -46,6 +46,7 @@ from numba.extending import intrinsic
 
 from fastenc.kernels.canonical import canonical_into
 from fastenc.kernels.encode import encode_text
+from fastenc.kernels.jit import HELPER
 from fastenc.kernels.xxh3 import mul128
 
 _U64 = np.uint64
@@ -110,7 +111,7 @@ def count_outside_shard(hashes, num_shards, shard, first, max_first):
 # ----------------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _shift_for(span, bits):
     """The smallest shift with ``span >> shift < 2**bits``."""
     shift = 0
@@ -119,7 +120,7 @@ def _shift_for(span, bits):
     return _U64(shift)
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _insertion_sort(k, idx, a, b):
     """Stable insertion sort of k[a:b] (idx moves along); only moves past strictly greater keys."""
     for i in range(a + 1, b):
@@ -134,7 +135,7 @@ def _insertion_sort(k, idx, a, b):
         idx[j + 1] = iv
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _merge_sort_run(k, idx, a, b):
     """Stable sort of k[a:b] (idx moves along) for runs that bucketing did not break up (many
     equal keys): insertion-sorted runs of 32, then bottom-up merges. O(n log n) on any input.
@@ -182,7 +183,7 @@ def _merge_sort_run(k, idx, a, b):
         idx[a + q] = si[q]
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _sort_bucket(k, idx, a, b, tk, ti, counts):
     """Stable sort of the bucket k[a:b]: a counting sort on its own key range into about as many
     sub-buckets as keys (in cache), then insertion sort of each small sub-bucket."""
@@ -333,7 +334,7 @@ def sort_buckets(out, order, starts, d0, d1, biggest):
 # ----------------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _authority_has_colon_or_bracket(data, start, end):
     """For an ``http(s)://`` URL, whether its authority holds ``:`` or ``[``. Only such URLs can
     be ones where the card's canonical() is not its own inverse (see ``pack_urls``)."""
@@ -353,7 +354,7 @@ def _authority_has_colon_or_bracket(data, start, end):
     return False
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _round_trips(data, a, b, canon, c0, c1):
     """canonical(canon[c0:c1]) == data[a:b]?"""
     tmp = np.empty(c1 - c0, np.uint8)

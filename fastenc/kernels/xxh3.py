@@ -32,6 +32,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from fastenc.kernels.jit import HELPER
+
 SECRET_SIZE = 192  # bytes in XXH3_kSecret, the default secret
 
 _U64 = np.uint64
@@ -59,7 +61,7 @@ _BLOCK_LEN = _STRIPE_LEN * _STRIPES_PER_BLOCK
 _SECRET_SIZE_MIN = 136
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _r64(a, i):
     """Little-endian uint64 at a[i:i+8]. Unsigned indices skip Numba's negative-index
     wrap-around, which lets LLVM fold the eight byte loads into one 64-bit load."""
@@ -76,7 +78,7 @@ def _r64(a, i):
     )
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _r32(a, i):
     """Little-endian uint32 at a[i:i+4], widened to uint64 (unsigned indices, as in _r64)."""
     j = _U64(i)
@@ -110,14 +112,14 @@ def mul128(a, b):
     return upper, lower
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _mul128_fold64(a, b):
     """Low 64 bits XOR high 64 bits of the 128-bit product a*b."""
     upper, lower = mul128(a, b)
     return lower ^ upper
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _xxh64_avalanche(h):
     h ^= h >> _U64(33)
     h *= _PRIME64_2
@@ -127,7 +129,7 @@ def _xxh64_avalanche(h):
     return h
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _xxh3_avalanche(h):
     h ^= h >> _U64(37)
     h *= _PRIME_MX1
@@ -135,7 +137,7 @@ def _xxh3_avalanche(h):
     return h
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _rrmxmx(h, n):
     h ^= ((h << _U64(49)) | (h >> _U64(15))) ^ ((h << _U64(24)) | (h >> _U64(40)))
     h *= _PRIME_MX2
@@ -145,12 +147,12 @@ def _rrmxmx(h, n):
     return h
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _mix16(data, i, secret, s):
     return _mul128_fold64(_r64(data, i) ^ _r64(secret, s), _r64(data, i + 8) ^ _r64(secret, s + 8))
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _len_0to16(data, start, n, secret):
     un = _U64(n)
     if n > 8:
@@ -175,7 +177,7 @@ def _len_0to16(data, start, n, secret):
     return _xxh64_avalanche(_r64(secret, _I(56)) ^ _r64(secret, _I(64)))
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _len_17to128(data, start, n, secret):
     acc = _U64(n) * _PRIME64_1
     last = start + n
@@ -193,7 +195,7 @@ def _len_17to128(data, start, n, secret):
     return _xxh3_avalanche(acc)
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _len_129to240(data, start, n, secret):
     acc = _U64(n) * _PRIME64_1
     for i in range(8):
@@ -205,7 +207,7 @@ def _len_129to240(data, start, n, secret):
     return _xxh3_avalanche(acc)
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _accumulate_512(acc, data, i, secret, s):
     for k in range(8):
         v = _r64(data, i + 8 * k)
@@ -214,7 +216,7 @@ def _accumulate_512(acc, data, i, secret, s):
         acc[k] += (key & _MASK32) * (key >> _U64(32))
 
 
-@njit(cache=True)
+@njit(**HELPER)
 def _hash_long(data, start, n, secret):
     acc = np.empty(8, dtype=np.uint64)
     acc[0] = _PRIME32_3

@@ -35,7 +35,7 @@ from fastenc.errors import InputError
 
 # CPU seconds to compile each family from an empty cache, measured on a 2-core AMD EPYC
 # (bench/RESULTS.md, "Start-up"); only used for the "~N s" of the notice.
-ESTIMATED_SECONDS = {"encoder": 16, "urls": 30, "gpt2": 17, "bytes": 2}
+ESTIMATED_SECONDS = {"encoder": 16, "urls": 34, "gpt2": 19, "bytes": 2}
 
 # command -> the families it needs (``verify`` and ``decode``: by the output's format)
 COMMAND_FAMILIES = {"urls": ("urls",), "gpt2": ("gpt2",), "bytes": ("bytes",), "encode": ("encoder",)}
@@ -317,15 +317,17 @@ def _cpus() -> int:
 
 
 class _Ticker:
-    """Redraws a progress bar every second so that its clock runs while Numba compiles."""
+    """Redraws a progress bar while Numba compiles, so that its clock runs: every second on a
+    terminal, every 10 s in a log (like the recipes' bars, so logs stay short)."""
 
     def __init__(self, bar):
         self.bar = bar
+        self.interval = 1.0 if getattr(sys.stderr, "isatty", lambda: False)() else 10.0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
-        while not self.stop.wait(1.0):
+        while not self.stop.wait(self.interval):
             self.bar.refresh()
 
     def __enter__(self):
@@ -384,6 +386,10 @@ def compile_families(families, *, quiet: bool = False, jobs: int | None = None, 
                 FAMILIES[family](work)
                 bar.update(1)
             bar.set_postfix_str("done")
+    except BaseException:  # e.g. Ctrl-C: do not wait for the helper's compile
+        if helper is not None:
+            helper.terminate()
+        raise
     finally:
         if helper is not None and helper.poll() is None:
             helper.wait()

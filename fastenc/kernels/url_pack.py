@@ -337,7 +337,7 @@ def sort_buckets(out, order, starts, d0, d1, biggest):
 @njit(**HELPER)
 def _authority_has_colon_or_bracket(data, start, end):
     """For an ``http(s)://`` URL, whether its authority holds ``:`` or ``[``. Only such URLs can
-    be ones where the card's canonical() is not its own inverse (see ``pack_urls``)."""
+    be ones where the card's canonical() is not its own inverse (see ``pack_url_run``)."""
     if end - start < 7 or data[start] != 104 or data[start + 1] != 116 or data[start + 2] != 116 or data[start + 3] != 112:
         return False
     q = start + 4

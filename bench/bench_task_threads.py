@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-SHARED = ROOT.parent / "shared" / "data"
+SHARED = Path(os.environ.get("FASTENC_SHARED", ROOT.parent / "shared")) / "data"  # a worktree: set FASTENC_SHARED
 
 
 def timeit(fn, repeat):

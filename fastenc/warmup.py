@@ -60,7 +60,7 @@ def _probe_kernels(family: str) -> list:
         from fastenc.kernels.canonical import canonical_run
         from fastenc.kernels.xxh3 import xxh3_64_run
 
-        return [url_pack.pack_url_run, url_pack.gather_slots, url_pack.sort_buckets, url_pack.gather_span_run,
+        return [url_pack.pack_url_run, url_pack.gather_slots, url_pack.sort_buckets, url_pack.span_offsets,
                 url_pack.decode_urls, xxh3_64_run, canonical_run]
     if family == "gpt2":
         from fastenc.kernels.decode import decode_into

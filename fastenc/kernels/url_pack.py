@@ -453,6 +453,20 @@ def gather_spans(tokens, tok_offsets, order, out, out_offsets, n_tasks):
 
 
 @njit(cache=True, nogil=True)
+def span_offsets(tok_offsets, order, out_offsets):
+    """``gather_spans``' serial first step: ``out_offsets[k + 1] = out_offsets[k] + `` the length of
+    span ``order[k]`` (from 0), prefetching the random reads of ``tok_offsets``; returns the total."""
+    m = order.shape[0]
+    out_offsets[0] = 0
+    for k in range(m):
+        if k + _AHEAD < m:
+            _prefetch(tok_offsets, order[k + _AHEAD])
+        i = order[k]
+        out_offsets[k + 1] = out_offsets[k] + (tok_offsets[i + 1] - tok_offsets[i])
+    return out_offsets[m]
+
+
+@njit(cache=True, nogil=True)
 def gather_span_run(tokens, tok_offsets, order, out, out_offsets, k0, k1):
     """``gather_spans``' copy loop for spans ``k0 <= k < k1`` (one task's share), with
     ``out_offsets`` already filled; ``fastenc.recipes.urls_threads.gather_spans`` runs the tasks

@@ -57,11 +57,10 @@ def gather_spans(tokens, tok_offsets, order, out, out_offsets, n_tasks) -> None:
     """``fastenc.kernels.url_pack.gather_spans`` on threads: span ``i = order[k]``
     (``tokens[tok_offsets[i]:tok_offsets[i + 1]]``) is copied to ``out[out_offsets[k]:]``;
     ``out_offsets`` (int64[m + 1]) is filled here, ``out`` needs their total."""
-    from fastenc.kernels.url_pack import gather_span_run
+    from fastenc.kernels.url_pack import gather_span_run, span_offsets
 
     m = len(order)
-    out_offsets[0] = 0
-    np.cumsum(tok_offsets[order + 1] - tok_offsets[order], out=out_offsets[1 : m + 1])
+    span_offsets(tok_offsets, order, out_offsets)
     tasks = max(1, n_tasks)
     run_tasks(lambda t: gather_span_run(tokens, tok_offsets, order, out, out_offsets, m * t // tasks, m * (t + 1) // tasks),
               tasks)

@@ -431,7 +431,12 @@ def prepare(command: str, args) -> None:
         if not quiet:
             print(notice, file=sys.stderr, flush=True)
         return
-    compile_families(cold, quiet=quiet, jobs=jobs, notice=notice)
+    try:
+        compile_families(cold, quiet=quiet, jobs=jobs, notice=notice)
+    except Exception as exc:  # noqa: BLE001 - the command itself compiles what it needs
+        if not quiet:
+            print(f"fastenc: compiling ahead failed ({type(exc).__name__}: {exc}); the command compiles as it goes",
+                  file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------------------------

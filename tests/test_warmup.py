@@ -137,3 +137,17 @@ def test_a_missing_input_fails_at_once_without_compiling(tmp_path):
     assert proc.returncode == 1
     assert "compiling kernels" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("fastenc: error: input")
+
+
+def test_a_failing_warmup_does_not_stop_the_command(tmp_path, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from fastenc import warmup
+
+    def broken(*args, **kwargs):
+        raise OSError("no space left in the temporary folder")
+
+    monkeypatch.setattr(warmup, "cold_families", lambda families: list(families))
+    monkeypatch.setattr(warmup, "compile_families", broken)
+    warmup.prepare("encode", SimpleNamespace(input="-", quiet=False))  # must not raise
+    assert "compiling ahead failed (OSError: no space left" in capsys.readouterr().err

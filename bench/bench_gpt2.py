@@ -25,7 +25,12 @@ awkward array / lists of ints / Encodings. HF tokenizers (~1.5 MB/s on this corp
 
 Exactness: tiktoken's encode_ordinary (from ../shared/data via its make_cache.py, offline) is the oracle.
 Every run hashes each document's ids (outside the timing) and counts the documents that differ from the
-oracle, and each tool's total token count is printed.
+oracle (gigatoken reads a literal "<|endoftext|>" in the text as the special token: those documents are
+reported, not hidden), and each tool's total token count is printed.
+
+Memory: each worker's peak resident set (VmHWM, read before the exactness check's copies of the ids), next
+to its resident size with only the corpus loaded; for fastenc also the piece caches' bytes per thread (read
+from Encoder._task_caches(): reserved, and 4 KiB pages actually holding entries).
 
 Corpora (--corpus): "docs" the documents as given; "reverse" the same documents in reverse order (a
 different first pass and different even/odd halves); "cjk" only documents whose text is mostly CJK, Thai or
@@ -38,6 +43,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
+import itertools
 import json
 import os
 import re
@@ -59,8 +65,8 @@ REGIMES = ["first", "warm", "unseen"]
 EOT = "<|endoftext|>"
 PACKAGES = {"fastenc": ["numba"], "gigatoken": ["gigatoken"], "tiktoken-loop": [], "tiktoken-batch": [], "hf-batch": ["tokenizers"]}
 
-# Han (incl. extension A and the supplementary planes), Hiragana, Katakana, Hangul syllables and jamo,
-# Thai, and the CJK punctuation / full-width blocks.
+# Thai; Hangul jamo, compatibility jamo and syllables; CJK punctuation, Hiragana, Katakana; Han (extension A,
+# the main block, compatibility ideographs, the supplementary planes); half-width and full-width forms.
 _CJK = re.compile(
     "[\u0e00-\u0e7f\u1100-\u11ff\u3000-\u303f\u3040-\u309f\u30a0-\u30ff\u3130-\u318f"
     "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff]"
@@ -93,7 +99,7 @@ def _make_runner(tool: str, threads: int):
 
     def lists(out):
         counts = np.fromiter((len(x) for x in out), dtype=np.int64, count=len(out))
-        flat = np.fromiter((i for x in out for i in x), dtype=np.uint32, count=int(counts.sum()))
+        flat = np.fromiter(itertools.chain.from_iterable(out), dtype=np.uint32, count=int(counts.sum()))
         return flat, counts
 
     if tool == "fastenc":
@@ -373,14 +379,21 @@ def _prepare_corpus(args, tmp: Path) -> dict:
 
 
 def _oracle(texts: list[str]):
-    """(counts, hashes) of tiktoken encode_ordinary per document (untimed, on every CPU)."""
+    """(counts, hashes) of tiktoken encode_ordinary per document (untimed, on every CPU).
+
+    In slices of documents: all of docs.parquet's ids at once would be ~40 M Python ints (~1.5 GB).
+    """
     import numpy as np
 
     enc = _tiktoken_gpt2()
-    out = enc.encode_ordinary_batch(texts, num_threads=os.cpu_count() or 1)
-    counts = np.fromiter((len(x) for x in out), dtype=np.int64, count=len(out))
-    flat = np.fromiter((i for x in out for i in x), dtype=np.uint32, count=int(counts.sum()))
-    return _digests(flat, counts)
+    counts, hashes = [], []
+    for start in range(0, len(texts), 512):
+        out = enc.encode_ordinary_batch(texts[start : start + 512], num_threads=os.cpu_count() or 1)
+        c = np.fromiter((len(x) for x in out), dtype=np.int64, count=len(out))
+        c, h = _digests(np.fromiter(itertools.chain.from_iterable(out), dtype=np.uint32, count=int(c.sum())), c)
+        counts.append(c)
+        hashes.append(h)
+    return np.concatenate(counts), np.concatenate(hashes)
 
 
 def _differ(digest_file: Path, oracle) -> list[int]:
@@ -459,7 +472,7 @@ def run(args, tools: list[str], threads: list[int], tmp: Path) -> None:
     if "hf-batch" in tools:
         print(f"- **HF tokenizers** is timed on the first {args.hf_docs} documents only ({corpus['hf_mb']:.1f} MB): its MB/s are "
               "of that text, not comparable cell by cell")
-    print(f"- **Method:** {args.rounds} rounds, tools alternating; warm = median of {args.repeat} passes; every figure a median "
+    print(f"- **Method:** {args.rounds} round{'s' if args.rounds != 1 else ''}, tools alternating; warm = median of {args.repeat} passes; every figure a median "
           "over rounds; wall MB/s and MB per CPU-second (process CPU time, all threads)", flush=True)
     oracle = _oracle(corpus["texts"])
     regimes = ["passes"] + ([] if args.no_unseen else ["unseen"])

@@ -555,7 +555,7 @@ def _ratio_tables(corpus, threads, runs, med) -> None:
               "in brackets the per-round ratios (the two ran next to each other in each round):\n")
         print("| regime | " + " | ".join(f"{t}T wall | {t}T CPU" for t in threads) + " |")
         print("|---|" + "---:|---:|" * len(threads))
-        for reg in REGIMES:
+        for reg in [r for r in REGIMES if any(m[f"{r}_s"] for m in med.values())]:  # unseen: not with --no-unseen
             cells = []
             for t in threads:
                 if (fe, t) not in med or (gt, t) not in med:

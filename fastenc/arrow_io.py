@@ -35,6 +35,8 @@ __all__ = [
     "StringBatch",
     "SourceInfo",
     "resolve_inputs",
+    "as_input_list",
+    "check_batch_bytes",
     "inspect_inputs",
     "iter_string_batches",
     "arrow_to_flat",
@@ -91,6 +93,18 @@ def _is_parquet(path: Path) -> bool:
             return f.read(4) == _PARQUET_MAGIC
     except OSError:
         return False
+
+
+def as_input_list(inputs: Sequence[str | os.PathLike] | str | os.PathLike) -> list[str]:
+    """One input or a sequence of them, as a list of strings (what ``resolve_inputs`` takes)."""
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    return [os.fspath(p) for p in inputs]
+
+
+def check_batch_bytes(batch_bytes: int) -> None:
+    if batch_bytes < 1:
+        raise InputError(f"--batch-bytes must be positive, e.g. 64MiB (got {batch_bytes})")
 
 
 def resolve_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:

@@ -15,3 +15,13 @@ class InputError(FastencError, ValueError):
 
 class VerificationError(FastencError):
     """Output that failed a check: a parity mismatch, a broken invariant, a shard-membership violation."""
+
+
+class OutputError(FastencError, OSError):
+    """The output side failed (disk full, permissions, read-only file system): nothing was published."""
+
+
+class UsageError(FastencError, ValueError):
+    """A bad command-line value (exit status 2)."""
+
+    exit_code = 2

@@ -28,22 +28,15 @@ from __future__ import annotations
 import os
 import re
 import threading
-import time
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import xxhash
 
-from fastenc.arrow_io import (
-    AtomicGroup,
-    inspect_inputs,
-    iter_string_batches,
-    remove_stale_temps,
-    resolve_inputs,
-    write_json_atomic,
-)
+from fastenc.arrow_io import as_input_list, check_batch_bytes, inspect_inputs, iter_string_batches, resolve_inputs
 from fastenc.errors import InputError
+from fastenc.run import OutputSpec, Run, make_request
 from fastenc.progress import format_bytes, format_rate, progress, summary_line
 
 FORMAT = "fastenc-bytes"
@@ -93,11 +86,10 @@ def shard_name(split: str, index: int) -> str:
 class _SplitWriter:
     """Appends packed documents of one split to its shard files, applying the shard rule."""
 
-    def __init__(self, split: str, out_dir: Path, shard_bytes: int, group: AtomicGroup):
+    def __init__(self, split: str, stage, shard_bytes: int):
         self.split = split
-        self.out_dir = out_dir
+        self.stage = stage
         self.shard_bytes = shard_bytes
-        self.group = group
         self.shards: list[dict] = []
         self._file = None  # AtomicFile of the open shard
         self._hash = None
@@ -106,7 +98,8 @@ class _SplitWriter:
         self._first = 0
 
     def _open(self, first_document: int) -> None:
-        self._file = self.group.open(self.out_dir / shard_name(self.split, len(self.shards)))
+        self._name = shard_name(self.split, len(self.shards))
+        self._file = self.stage.open(self._name)
         self._hash = xxhash.xxh3_64()
         self._fill = 0
         self._docs = 0
@@ -118,7 +111,7 @@ class _SplitWriter:
         self._file.finish()  # fsync now: the data is durable before the final renames
         self.shards.append(
             {
-                "file": self._file.final_path.name,
+                "file": self._name,
                 "documents": self._docs,
                 "bytes": self._fill,
                 "first_document": self._first,
@@ -204,78 +197,15 @@ def _route(writers: dict, packed: np.ndarray, csum: np.ndarray, first_global: in
         writers["train"].write(packed, csum, pos, n, first_global)
 
 
-def _request(infos, column: str, shard_bytes: int, val_every: int) -> dict:
-    from fastenc import __version__
-
-    return {
-        "sources": [[os.path.abspath(i.path), i.file_bytes, Path(i.path).stat().st_mtime_ns] for i in infos],
-        "column": column,
-        "shard_bytes": shard_bytes,
-        "val_every": val_every,
-        "fastenc_version": __version__,
-    }
+def _manifest_files(meta: dict) -> list:
+    return [(s["file"], s["bytes"]) for split in SPLITS for s in meta["splits"][split]["shards"]]
 
 
-def _finished_same(out_dir: Path, request: dict) -> dict | None:
-    """The existing meta if ``out_dir`` already holds a complete output of this very request."""
-    import json
-
-    meta_path = out_dir / META_NAME
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("format") != FORMAT or meta.get("request") != request:
-            return None
-        for split in SPLITS:
-            for s in meta["splits"][split]["shards"]:
-                p = out_dir / s["file"]
-                if not p.is_file() or p.stat().st_size != s["bytes"]:
-                    return None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-    return meta
+def _is_own(name: str) -> bool:
+    return bool(_SHARD_RE.match(name)) or name == META_NAME
 
 
-def _prepare_out_dir(out_dir: Path, request: dict, overwrite: bool) -> dict | None:
-    """Create ``out_dir`` or check that it may be written; the existing meta if the work is done."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputError(f"output {out_dir} exists and is not a directory: choose a directory path with -o")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(out_dir)
-    existing = sorted(p.name for p in out_dir.iterdir())
-    if not existing or overwrite:
-        return None
-    done = _finished_same(out_dir, request)
-    if done is not None:
-        return done
-    shown = ", ".join(existing[:5]) + (", ..." if len(existing) > 5 else "")
-    raise InputError(
-        f"output directory {out_dir} is not empty ({shown}): pass --overwrite to replace a previous "
-        "fastenc bytes output there, or choose an empty or new directory"
-    )
-
-
-def _publish(out_dir: Path, group: AtomicGroup, meta: dict) -> None:
-    """Rename the finished (fsynced) shard temporaries onto their names, then write meta.json.
-
-    The old meta.json goes first, so that a crash in between never leaves a meta.json that
-    describes a mix of old and new shards; old shards that the new output does not have (only
-    with --overwrite) are deleted before the new meta.json appears.
-    """
-    new_names = {af.final_path.name for af in group.files}
-    try:
-        (out_dir / META_NAME).unlink(missing_ok=True)
-        group.commit()
-    except BaseException:
-        group.discard()
-        raise
-    for p in _own_files(out_dir):
-        if p.name != META_NAME and p.name not in new_names:
-            p.unlink()
-    write_json_atomic(out_dir / META_NAME, meta)
-
-
-def _own_files(out_dir: Path) -> list[Path]:
-    return [p for p in out_dir.iterdir() if _SHARD_RE.match(p.name) or p.name == META_NAME]
+OUTPUT = OutputSpec(recipe="bytes", format=FORMAT, manifest=META_NAME, files_of=_manifest_files, is_own=_is_own)
 
 
 def _load_kernels_in_background() -> threading.Thread:
@@ -308,6 +238,7 @@ def encode_bytes(
     shard_bytes: int = DEFAULT_SHARD_BYTES,
     val_every: int = DEFAULT_VAL_EVERY,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
+    threads: int | None = None,
     overwrite: bool = False,
     quiet: bool = False,
 ) -> dict:
@@ -317,69 +248,67 @@ def encode_bytes(
     absent or empty; if it already holds the finished output of the same request (same input files,
     sizes and mtimes, same options and fastenc version) nothing is done and its meta is returned;
     otherwise a non-empty ``out_dir`` is refused unless ``overwrite``, which replaces the previous
-    train_*/val_*/meta.json files (and leaves other files alone). The output does not depend on
-    ``batch_bytes``.
+    output (files that are not train_*/val_*/meta.json are kept). The whole output appears in one
+    step (docs/atomic-output.md). The output does not depend on ``batch_bytes`` or ``threads``.
     """
-    from fastenc import __version__
-
     if shard_bytes < 1:
         raise InputError(f"--shard-bytes must be at least 1 (got {shard_bytes})")
     if val_every < 0:
         raise InputError(f"--val-every must be 0 (no val split) or positive (got {val_every})")
-    if isinstance(inputs, (str, os.PathLike)):
-        inputs = [inputs]
-    paths = resolve_inputs([os.fspath(p) for p in inputs])
+    check_batch_bytes(batch_bytes)
+    paths = resolve_inputs(as_input_list(inputs))
     infos = inspect_inputs(paths, column, allow_binary=True)
-    out_dir = Path(out_dir)
-    request = _request(infos, column, shard_bytes, val_every)
+    request = make_request("bytes", paths, {"column": column, "shard_bytes": shard_bytes, "val_every": val_every})
+    with Run(OUTPUT, out_dir, request, overwrite=overwrite, threads=threads) as run:
+        if run.done is not None:
+            summary_line(f"fastenc bytes: {run.out} already holds this output (meta.json matches); nothing to do", quiet=quiet)
+            return run.done
+        counts, splits = _write_shards(run, paths, infos, column, shard_bytes, val_every, batch_bytes, quiet)
+        meta = _meta(column, counts, splits, infos, shard_bytes, val_every, request)
+        run.publish(meta)
+    _print_summary(run, meta, quiet)
+    return meta
 
-    done = _prepare_out_dir(out_dir, request, overwrite)
-    if done is not None:
-        summary_line(f"fastenc bytes: {out_dir} already holds this output (meta.json matches); nothing to do", quiet=quiet)
-        return done
 
-    t0 = time.perf_counter()
-    sources = []
-    first = 0
-    for info in infos:
-        # exact: a file gives as many documents as its footer has rows (checked at the end)
-        sources.append({"path": os.path.abspath(info.path), "rows": info.num_rows, "file_bytes": info.file_bytes,
-                        "column_type": info.arrow_type, "first_document": first})
-        first += info.num_rows
-
+def _write_shards(run, paths, infos, column, shard_bytes, val_every, batch_bytes, quiet) -> tuple[dict, dict]:
+    """The one pass: pack each batch and route its documents to the split writers (staged files)."""
     kernels_loading = _load_kernels_in_background()
-    bar = progress(sum(i.column_bytes for i in infos), unit="B", desc="bytes", quiet=quiet)
-    n_docs = stripped = docs_stripped = text_in = 0
+    counts = {"documents": 0, "stripped_bytes": 0, "documents_with_stripped_bytes": 0, "source_text_bytes": 0}
     buf = np.empty(0, np.uint8)
-    group = AtomicGroup()
-    try:
-        writers = {s: _SplitWriter(s, out_dir, shard_bytes, group) for s in SPLITS}
+    writers = {s: _SplitWriter(s, run.stage, shard_bytes) for s in SPLITS}
+    with progress(sum(i.column_bytes for i in infos), unit="B", desc="bytes", quiet=quiet) as bar:
         for batch in iter_string_batches(paths, column, batch_bytes=batch_bytes, allow_binary=True):
             if batch.num_rows == 0:
                 continue
             kernels_loading.join()
-            buf, packed, csum, counts = _pack_batch(batch.data, batch.offsets, buf)
-            if counts is not None:
-                stripped += int(counts.sum())
-                docs_stripped += int(np.count_nonzero(counts))
-            _route(writers, packed, csum, n_docs, val_every)
-            n_docs += batch.num_rows
-            text_in += batch.data.size
+            buf, packed, csum, stripped = _pack_batch(batch.data, batch.offsets, buf)
+            if stripped is not None:
+                counts["stripped_bytes"] += int(stripped.sum())
+                counts["documents_with_stripped_bytes"] += int(np.count_nonzero(stripped))
+            _route(writers, packed, csum, counts["documents"], val_every)
+            counts["documents"] += batch.num_rows
+            counts["source_text_bytes"] += batch.data.size
             bar.update(batch.data.size)
-        if n_docs != first:
-            raise InputError(f"the inputs gave {n_docs} documents but their footers announce {first}: a file changed while it was read?")
-        splits = {s: w.finish() for s, w in writers.items()}
-        group.finish()
-    except BaseException:
-        bar.close()
-        group.discard()
-        raise
-    bar.total = bar.n
-    bar.refresh()
-    bar.close()
+        bar.total = bar.n
+        bar.refresh()
+    announced = sum(i.num_rows for i in infos)
+    if counts["documents"] != announced:
+        raise InputError(f"the inputs gave {counts['documents']} documents but their footers announce {announced}: "
+                         "a file changed while it was read?")
+    return counts, {s: w.finish() for s, w in writers.items()}
 
+
+def _meta(column, counts, splits, infos, shard_bytes, val_every, request) -> dict:
+    from fastenc import __version__
+
+    sources, first = [], 0
+    for info in infos:  # exact: a file gives as many documents as its footer has rows (checked)
+        sources.append({"path": os.path.abspath(info.path), "rows": info.num_rows, "file_bytes": info.file_bytes,
+                        "column_type": info.arrow_type, "first_document": first})
+        first += info.num_rows
+    n_docs = counts["documents"]
     total_bytes = splits["train"]["bytes"] + splits["val"]["bytes"]
-    meta = {
+    return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "fastenc_version": __version__,
@@ -391,9 +320,9 @@ def encode_bytes(
         "documents": n_docs,
         "bytes": total_bytes,
         "text_bytes": total_bytes - n_docs,
-        "source_text_bytes": text_in,
-        "stripped_bytes": stripped,
-        "documents_with_stripped_bytes": docs_stripped,
+        "source_text_bytes": counts["source_text_bytes"],
+        "stripped_bytes": counts["stripped_bytes"],
+        "documents_with_stripped_bytes": counts["documents_with_stripped_bytes"],
         "val_every": val_every,
         "val_rule": val_rule_text(val_every),
         "shard_bytes": shard_bytes,
@@ -403,17 +332,17 @@ def encode_bytes(
         "request": request,
     }
 
-    _publish(out_dir, group, meta)
 
-    dt = time.perf_counter() - t0
-    tr, va = splits["train"], splits["val"]
+def _print_summary(run, meta: dict, quiet: bool) -> None:
+    dt = run.stats.elapsed()
+    tr, va = meta["splits"]["train"], meta["splits"]["val"]
     summary_line(
-        f"fastenc bytes: {n_docs:,} documents -> {out_dir}: train {tr['documents']:,} docs in {len(tr['shards'])} shard(s), "
-        f"val {va['documents']:,} docs in {len(va['shards'])} shard(s); {format_bytes(total_bytes)} written in {dt:.2f} s "
-        f"({format_rate(text_in, dt)} of text); {stripped:,} bytes 254/255 stripped",
+        f"fastenc bytes: {meta['documents']:,} documents -> {run.out}: train {tr['documents']:,} docs in "
+        f"{len(tr['shards'])} shard(s), val {va['documents']:,} docs in {len(va['shards'])} shard(s); "
+        f"{format_bytes(meta['bytes'])} written in {dt:.2f} s ({format_rate(meta['source_text_bytes'], dt)} of text); "
+        f"{meta['stripped_bytes']:,} bytes 254/255 stripped",
         quiet=quiet,
     )
-    return meta
 
 
 # ----------------------------------------------------------------------------------------------
@@ -678,6 +607,7 @@ def add_arguments(p) -> None:
     p.add_argument("--val-every", type=int, default=DEFAULT_VAL_EVERY,
                    help="document i (0-based) goes to val iff i %% N == N-1 (default: 1000; 0: no val split)")
     p.add_argument("--batch-bytes", type=_size_arg, default=DEFAULT_BATCH_BYTES, help="read batch size (memory; the output does not depend on it)")
+    p.add_argument("--threads", type=int, default=None, help="Numba threads (default: every core; the output does not depend on it)")
     p.add_argument("--overwrite", action="store_true", help="replace a previous bytes output in OUT")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary line")
 
@@ -690,6 +620,7 @@ def run(args) -> int:
         shard_bytes=args.shard_bytes,
         val_every=args.val_every,
         batch_bytes=args.batch_bytes,
+        threads=args.threads,
         overwrite=args.overwrite,
         quiet=args.quiet,
     )

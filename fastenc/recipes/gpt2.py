@@ -41,24 +41,16 @@ in ``gpt2_parts`` and ``fastenc verify``'s checks in ``gpt2_verify`` (re-exporte
 """
 from __future__ import annotations
 
-import json
 import os
-import time
-from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 import pyarrow.parquet as pq
 
-from fastenc.arrow_io import (
-    AtomicGroup,
-    inspect_inputs,
-    remove_stale_temps,
-    resolve_inputs,
-    write_json_atomic,
-)
+from fastenc.arrow_io import as_input_list, check_batch_bytes, inspect_inputs, resolve_inputs
 from fastenc.errors import InputError, VerificationError
 from fastenc.progress import format_bytes, format_rate, progress, summary_line
+from fastenc.run import OutputSpec, Run, make_request
 # The format's names are re-exported here too: ``fastenc.recipes.gpt2`` stays the one import
 # for callers (tests, bench, ``fastenc verify``, which calls ``verify_output`` from this module).
 from fastenc.recipes.gpt2_format import (  # noqa: F401  (re-exports)
@@ -97,49 +89,45 @@ DEFAULT_COUNT_COLUMN = "gpt2_tokens"
 TEXT_CANDIDATES = ("content", "text")
 
 
-def _request(infos, column, kept, part_tokens, count_column, decode_every, sha256) -> dict:
-    from fastenc import __version__
-
-    return {
-        "sources": [[os.path.abspath(i.path), i.file_bytes, Path(i.path).stat().st_mtime_ns] for i in infos],
-        "column": column,
-        "buckets": [BUCKETS[b] for b in kept],
-        "part_tokens": part_tokens,
-        "count_column": count_column,
-        "decode_every": decode_every,
-        "tokenizer_sha256": sha256,
-        "fastenc_version": __version__,
-    }
+def _manifest_files(summary: dict) -> list:
+    files = [(SUMMARY_TSV, None)]
+    for name in summary["kept_buckets"]:
+        for part in summary["buckets"][name]["parts"]:
+            stem = part["stem"]
+            files += [(f"{stem}.bin", 2 * part["tokens"]), (f"{stem}.idx.npy", None), (f"{stem}.meta.json", None)]
+    return files
 
 
-def _own_files(out_dir: Path) -> list[Path]:
-    """Files of a gpt2 output in ``out_dir``: bucket parts and the summaries."""
-    found = [out_dir / n for n in (SUMMARY_JSON, SUMMARY_TSV) if (out_dir / n).is_file()]
-    for name in BUCKETS:
-        d = out_dir / name
-        if d.is_dir():
-            found += [p for p in d.iterdir() if PART_FILE_RE.match(p.name)]
-    return found
+def _is_own(name: str) -> bool:
+    return name in BUCKETS or name in (SUMMARY_JSON, SUMMARY_TSV)
 
 
-def _finished_same(out_dir: Path, request: dict) -> dict | None:
-    """The existing summary if ``out_dir`` already holds a complete output of this very request."""
-    try:
-        summary = json.loads((out_dir / SUMMARY_JSON).read_text(encoding="utf-8"))
-        if summary.get("format") != FORMAT or summary.get("request") != request:
-            return None
-        for name in summary["kept_buckets"]:
-            for part in summary["buckets"][name]["parts"]:
-                stem = out_dir / part["stem"]
-                for suffix in (".bin", ".idx.npy", ".meta.json"):
-                    if not stem.with_name(stem.name + suffix).is_file():
-                        return None
-                if stem.with_name(stem.name + ".bin").stat().st_size != 2 * part["tokens"]:
-                    return None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-    return summary
+OUTPUT = OutputSpec(recipe="gpt2", format=FORMAT, manifest=SUMMARY_JSON, files_of=_manifest_files, is_own=_is_own)
 
+
+class _Sources(NamedTuple):
+    """The checked inputs: their footers' facts, and per file its count and id columns (or None)."""
+
+    paths: list
+    infos: list
+    count_columns: list
+    id_columns: list
+
+
+def _open_sources(inputs, column, count_column) -> _Sources:
+    paths = resolve_inputs(as_input_list(inputs))
+    infos = inspect_inputs(paths, column, candidates=None if column else TEXT_CANDIDATES)
+    count_columns = [count_column_of(i.path, count_column) for i in infos]
+    id_columns = ["id" if "id" in pq.ParquetFile(i.path).schema_arrow.names else None for i in infos]
+    return _Sources(paths, infos, count_columns, id_columns)
+
+
+def _check_options(part_tokens: int, decode_every: int, batch_bytes: int) -> None:
+    if part_tokens < 1:
+        raise InputError(f"--part-tokens must be at least 1 (got {part_tokens})")
+    if decode_every < 1:
+        raise InputError(f"--decode-every must be at least 1 (1 decodes every document; got {decode_every})")
+    check_batch_bytes(batch_bytes)
 
 
 def encode_gpt2(
@@ -170,161 +158,147 @@ def encode_gpt2(
     ``out_dir`` must be absent or empty; if it already holds the finished output of the same
     request (same input files, sizes and mtimes, same options, tokenizer and fastenc version),
     nothing is done and its summary is returned; another non-empty ``out_dir`` is refused unless
-    ``overwrite``, which replaces a previous gpt2 output (its parts and summaries; other files
-    are left alone).
+    ``overwrite``, which replaces a previous output (files that are not buckets or summaries are
+    kept). The whole output appears in one step (docs/atomic-output.md).
     """
-    import numba
-
     import fastenc
 
-    if part_tokens < 1:
-        raise InputError(f"--part-tokens must be at least 1 (got {part_tokens})")
-    if decode_every < 1:
-        raise InputError(f"--decode-every must be at least 1 (1 decodes every document; got {decode_every})")
-    if batch_bytes < 1:
-        raise InputError(f"--batch-bytes must be positive (got {batch_bytes})")
+    _check_options(part_tokens, decode_every, batch_bytes)
     kept = parse_buckets(buckets)
-    if isinstance(inputs, (str, os.PathLike)):
-        inputs = [inputs]
-    paths = resolve_inputs([os.fspath(p) for p in inputs])
-    infos = inspect_inputs(paths, column, candidates=None if column else TEXT_CANDIDATES)
-    count_columns = [count_column_of(i.path, count_column) for i in infos]
-    id_columns = ["id" if "id" in pq.ParquetFile(i.path).schema_arrow.names else None for i in infos]
+    src = _open_sources(inputs, column, count_column)
     enc = fastenc.load(TOKENIZER)
     if enc.vocab_size != VOCAB_SIZE or np.dtype(enc.dtype) != np.uint16:
         raise AssertionError(f"the built-in gpt2 vocabulary has {enc.vocab_size} ids ({enc.dtype}), expected {VOCAB_SIZE} (uint16)")
-    out_dir = Path(out_dir)
-    request = _request(infos, column, kept, part_tokens, count_column, decode_every, enc.sha256)
+    options = {"column": column, "buckets": [BUCKETS[b] for b in kept], "part_tokens": part_tokens,
+               "count_column": count_column, "decode_every": decode_every}
+    request = make_request("gpt2", src.paths, options, enc.sha256)
+    with Run(OUTPUT, out_dir, request, overwrite=overwrite, threads=threads) as run:
+        if run.done is not None:
+            summary_line(f"fastenc gpt2: {run.out} already holds this output (summary.json matches); nothing to do", quiet=quiet)
+            return run.done
+        ctx = _context(enc, src, count_column)
+        writers = {b: BucketWriter(b, run.stage, part_tokens, decode_every, ctx) for b in kept}
+        tally = _encode_all(enc, src, writers, kept, batch_bytes, quiet)
+        summary = _summary(writers, tally, kept, ctx, part_tokens, decode_every, request)
+        run.stage.write_text(SUMMARY_TSV, summary_tsv(summary))
+        run.publish(summary)
+    _print_summary(run, summary, tally, quiet)
+    return summary
 
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputError(f"output {out_dir} exists and is not a directory: choose a directory path with -o")
-    created_out = not out_dir.exists()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(out_dir)
-    for name in BUCKETS:
-        remove_stale_temps(out_dir / name)
-    existing = sorted(p.name for p in out_dir.iterdir())
-    if existing:
-        done = _finished_same(out_dir, request)
-        if done is not None and not overwrite:
-            summary_line(f"fastenc gpt2: {out_dir} already holds this output (summary.json matches); nothing to do", quiet=quiet)
-            return done
-        if not overwrite:
-            shown = ", ".join(existing[:5]) + (", ..." if len(existing) > 5 else "")
-            raise InputError(
-                f"output directory {out_dir} is not empty ({shown}): pass --overwrite to replace a previous fastenc "
-                "gpt2 output there, or choose an empty or new directory"
-            )
 
+def _context(enc, src: _Sources, count_column) -> dict:
+    """What every part's meta.json repeats about the run."""
     from fastenc import __version__
 
     sources = [
         {"path": os.path.abspath(i.path), "column": i.column, "column_type": i.arrow_type, "rows": i.num_rows,
          "file_bytes": i.file_bytes, "count_column": cc}
-        for i, cc in zip(infos, count_columns)
+        for i, cc in zip(src.infos, src.count_columns)
     ]
-    ctx = {"encoder": enc, "sources": sources, "tokenizer_sha256": enc.sha256, "fastenc_version": __version__,
-           "count_column": count_column if any(count_columns) else None}
-    old_threads = numba.get_num_threads()
-    if threads is not None:
-        if not 1 <= threads <= numba.config.NUMBA_NUM_THREADS:
-            raise InputError(f"--threads must be between 1 and {numba.config.NUMBA_NUM_THREADS} (got {threads})")
-        numba.set_num_threads(threads)
+    return {"encoder": enc, "sources": sources, "tokenizer_sha256": enc.sha256, "fastenc_version": __version__,
+            "count_column": count_column if any(src.count_columns) else None}
 
-    t0 = time.perf_counter()
-    bar = progress(sum(i.column_bytes for i in infos), unit="B", desc="gpt2", quiet=quiet)
-    group = AtomicGroup()
-    writers = {b: BucketWriter(b, out_dir, part_tokens, decode_every, group, ctx) for b in kept}
+
+class _Tally:
+    """Documents and tokens per bucket (the last slot counts empty documents), and run counters."""
+
+    def __init__(self):
+        self.docs = np.zeros(EMPTY + 1, np.int64)
+        self.tokens = np.zeros(EMPTY + 1, np.int64)
+        self.text_bytes = 0
+        self.count_checked = 0
+        self.n_docs = 0
+
+
+def _check_counts(counts, expected, batch, src: _Sources, si: int) -> None:
+    bad = np.flatnonzero(counts != expected)
+    if bad.size:
+        j = int(bad[0])
+        raise VerificationError(
+            f"token count mismatch for {describe_document(batch.path, batch.first_row + j, src.id_columns[si])}: "
+            f"fastenc gives {int(counts[j])} tokens, column {src.count_columns[si]!r} says {int(expected[j])} "
+            f"({bad.size} mismatch(es) in this batch of {batch.num_rows}); if the column was computed with "
+            "another tokenizer, pass --no-count-check"
+        )
+
+
+def _encode_all(enc, src: _Sources, writers: dict, kept, batch_bytes: int, quiet: bool) -> _Tally:
+    """The streaming pass: encode each batch, count it, and write its runs of same-bucket documents."""
+    tally = _Tally()
     is_kept = np.zeros(EMPTY + 1, dtype=bool)
     is_kept[kept] = True
-    docs_per = np.zeros(EMPTY + 1, np.int64)
-    tokens_per = np.zeros(EMPTY + 1, np.int64)
-    text_bytes = 0
-    count_checked = 0
-    n_docs = 0
-    reader = Prefetch(iter_source(infos, count_columns, batch_bytes))
+    reader = Prefetch(iter_source(src.infos, src.count_columns, batch_bytes))
     try:
-        for si, batch, expected in reader:
-            ids, id_off = enc.encode_arrays(batch.data, batch.offsets)
-            counts = np.diff(id_off)
-            if expected is not None:
-                bad = np.flatnonzero(counts != expected)
-                if bad.size:
-                    j = int(bad[0])
-                    raise VerificationError(
-                        f"token count mismatch for {describe_document(batch.path, batch.first_row + j, id_columns[si])}: "
-                        f"fastenc gives {int(counts[j])} tokens, column {count_columns[si]!r} says {int(expected[j])} "
-                        f"({bad.size} mismatch(es) in this batch of {batch.num_rows}); if the column was computed with "
-                        "another tokenizer, pass --no-count-check"
-                    )
-                count_checked += batch.num_rows
-            bk = buckets_of(counts)
-            docs_per += np.bincount(bk, minlength=EMPTY + 1)
-            tokens_per += np.bincount(bk, weights=counts, minlength=EMPTY + 1).astype(np.int64)
-            info = Batch(si, batch.path, batch.first_row, batch.data, batch.offsets, expected is not None, id_columns[si])
-            # runs of consecutive documents of one bucket: each is one write, with no copy
-            cuts = np.flatnonzero(bk[1:] != bk[:-1]) + 1
-            starts = [0] + cuts.tolist()
-            ends = cuts.tolist() + [batch.num_rows]
-            for s, e in zip(starts, ends):
-                b = int(bk[s])
-                if is_kept[b]:
-                    writers[b].write(ids, id_off, s, e, info)
-            n_docs += batch.num_rows
-            text_bytes += int(batch.data.size)
-            bar.update(int(batch.data.size))
-            bar.set_postfix_str(f"{n_docs:,} docs", refresh=False)
-        results = {b: w.finish() for b, w in writers.items()}
-        group.finish()
-    except BaseException:
-        reader.close()
-        group.discard()
-        bar.close()
-        for w in writers.values():
-            if w.created_dir:
-                _rmdir_if_empty(w.dir)
-        if created_out:
-            _rmdir_if_empty(out_dir)
-        raise
+        with progress(sum(i.column_bytes for i in src.infos), unit="B", desc="gpt2", quiet=quiet) as bar:
+            for si, batch, expected in reader:
+                ids, id_off = enc.encode_arrays(batch.data, batch.offsets)
+                counts = np.diff(id_off)
+                if expected is not None:
+                    _check_counts(counts, expected, batch, src, si)
+                    tally.count_checked += batch.num_rows
+                bk = buckets_of(counts)
+                tally.docs += np.bincount(bk, minlength=EMPTY + 1)
+                tally.tokens += np.bincount(bk, weights=counts, minlength=EMPTY + 1).astype(np.int64)
+                info = Batch(si, batch.path, batch.first_row, batch.data, batch.offsets, expected is not None, src.id_columns[si])
+                _write_runs(writers, is_kept, bk, ids, id_off, info)
+                tally.n_docs += batch.num_rows
+                tally.text_bytes += int(batch.data.size)
+                bar.update(int(batch.data.size))
+                bar.set_postfix_str(f"{tally.n_docs:,} docs", refresh=False)
+            bar.total = bar.n
+            bar.refresh()
     finally:
-        numba.set_num_threads(old_threads)
-    reader.close()
-    bar.close()
+        reader.close()
+    return tally
 
+
+def _write_runs(writers, is_kept, bk, ids, id_off, info: Batch) -> None:
+    """Each run of consecutive documents of one kept bucket is one write, with no copy."""
+    cuts = np.flatnonzero(bk[1:] != bk[:-1]) + 1
+    starts = [0] + cuts.tolist()
+    ends = cuts.tolist() + [len(bk)]
+    for s, e in zip(starts, ends):
+        b = int(bk[s])
+        if is_kept[b]:
+            writers[b].write(ids, id_off, s, e, info)
+
+
+def _summary(writers, tally: _Tally, kept, ctx, part_tokens, decode_every, request) -> dict:
+    results = {b: w.finish() for b, w in writers.items()}
     bucket_info = {}
     for b, name in enumerate(BUCKETS):
         r = results.get(b)
-        if r is not None and (r["docs"] != docs_per[b] or r["tokens"] != tokens_per[b]):
-            raise AssertionError(f"{name}: written {r['docs']} docs / {r['tokens']} tokens, counted {docs_per[b]} / {tokens_per[b]}")
+        if r is not None and (r["docs"] != tally.docs[b] or r["tokens"] != tally.tokens[b]):
+            raise AssertionError(f"{name}: written {r['docs']} docs / {r['tokens']} tokens, counted {tally.docs[b]} / {tally.tokens[b]}")
         bucket_info[name] = {
             "min_tokens": bucket_range(b)[0],
             "max_tokens": bucket_range(b)[1],
             "kept": b in results,
-            "docs": int(docs_per[b]),
-            "tokens": int(tokens_per[b]),
+            "docs": int(tally.docs[b]),
+            "tokens": int(tally.tokens[b]),
             "parts": r["parts"] if r else [],
         }
     metas = [m for w in writers.values() for m in w.parts]
-    summary = {
+    return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "fastenc_version": __version__,
+        "fastenc_version": ctx["fastenc_version"],
         "tokenizer": TOKENIZER,
-        "tokenizer_sha256": enc.sha256,
+        "tokenizer_sha256": ctx["tokenizer_sha256"],
         "vocab_size": VOCAB_SIZE,
         "dtype": "uint16",
         "encoding": ENCODING_TEXT,
         "bucket_edges": EDGES.tolist(),
         "kept_buckets": [BUCKETS[b] for b in kept],
         "buckets": bucket_info,
-        "total": {"docs": int(docs_per[:EMPTY].sum()), "tokens": int(tokens_per[:EMPTY].sum())},
-        "kept": {"docs": int(docs_per[kept].sum()), "tokens": int(tokens_per[kept].sum())},
-        "documents_read": n_docs,
-        "empty_documents_skipped": int(docs_per[EMPTY]),
-        "source_text_bytes": text_bytes,
+        "total": {"docs": int(tally.docs[:EMPTY].sum()), "tokens": int(tally.tokens[:EMPTY].sum())},
+        "kept": {"docs": int(tally.docs[kept].sum()), "tokens": int(tally.tokens[kept].sum())},
+        "documents_read": tally.n_docs,
+        "empty_documents_skipped": int(tally.docs[EMPTY]),
+        "source_text_bytes": tally.text_bytes,
         "checks": {
             "count_column": ctx["count_column"],
-            "count_checked": count_checked,
+            "count_checked": tally.count_checked,
             "count_mismatches": 0,
             "count_checked_kept": sum(m["checks"]["count_checked"] for m in metas),
             "roundtrip_checked": sum(m["checks"]["roundtrip_checked"] for m in metas),
@@ -334,54 +308,27 @@ def encode_gpt2(
         "part_tokens": part_tokens,
         "part_rule": PART_RULE,
         "decode_every": decode_every,
-        "sources": sources,
+        "sources": ctx["sources"],
         "request": request,
     }
 
-    # Publish: every part is durable (fsynced) and checked. Remove the old summary first so that a
-    # crash below never leaves a summary.json describing a mix of old and new parts.
-    new_paths = {af.final_path for af in group.files}
-    try:
-        (out_dir / SUMMARY_JSON).unlink(missing_ok=True)
-        (out_dir / SUMMARY_TSV).unlink(missing_ok=True)
-        group.commit()
-    except BaseException:
-        group.discard()
-        raise
-    for p in _own_files(out_dir):
-        if p.parent != out_dir and p not in new_paths:
-            p.unlink()  # a part of a previous output (only with --overwrite)
-    for name in BUCKETS:
-        _rmdir_if_empty(out_dir / name)
-    from fastenc.arrow_io import atomic_output
 
-    with atomic_output(out_dir / SUMMARY_TSV, "w", encoding="utf-8") as f:
-        f.write(summary_tsv(summary))
-    write_json_atomic(out_dir / SUMMARY_JSON, summary)
-
-    dt = time.perf_counter() - t0
+def _print_summary(run, summary: dict, tally: _Tally, quiet: bool) -> None:
+    dt = run.stats.elapsed()
+    buckets = summary["buckets"]
     per = ", ".join(
-        f"{name.split('_')[0]} {bucket_info[name]['docs']:,}/{bucket_info[name]['tokens']:,}"
-        + ("" if bucket_info[name]["kept"] else " (dropped)")
+        f"{name.split('_')[0]} {buckets[name]['docs']:,}/{buckets[name]['tokens']:,}" + ("" if buckets[name]["kept"] else " (dropped)")
         for name in BUCKETS
     )
+    parts = sum(len(buckets[name]["parts"]) for name in BUCKETS)
     summary_line(
-        f"fastenc gpt2: {n_docs:,} documents -> {out_dir}: kept {summary['kept']['docs']:,} docs / "
-        f"{summary['kept']['tokens']:,} tokens in {len(metas)} part(s); docs/tokens per bucket: {per}; "
-        f"{summary['empty_documents_skipped']:,} empty skipped; {count_checked:,} counts checked, "
-        f"{summary['checks']['roundtrip_checked']:,} round trips, 0 mismatches; {format_bytes(text_bytes)} of text in "
-        f"{dt:.2f} s ({format_rate(text_bytes, dt)})",
+        f"fastenc gpt2: {tally.n_docs:,} documents -> {run.out}: kept {summary['kept']['docs']:,} docs / "
+        f"{summary['kept']['tokens']:,} tokens in {parts} part(s); docs/tokens per bucket: {per}; "
+        f"{summary['empty_documents_skipped']:,} empty skipped; {tally.count_checked:,} counts checked, "
+        f"{summary['checks']['roundtrip_checked']:,} round trips, 0 mismatches; {format_bytes(tally.text_bytes)} of text in "
+        f"{dt:.2f} s ({format_rate(tally.text_bytes, dt)})",
         quiet=quiet,
     )
-    return summary
-
-
-def _rmdir_if_empty(d: Path) -> None:
-    try:
-        d.rmdir()
-    except OSError:
-        pass
-
 
 
 # ----------------------------------------------------------------------------------------------

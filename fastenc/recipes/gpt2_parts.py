@@ -3,14 +3,11 @@ straight into its open part's temporary files, applies the part rule, round-trip
 documents from disk, and, as each part closes, re-reads and checks it and writes its meta.json."""
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 
 import numpy as np
 import xxhash
 
-from fastenc.arrow_io import AtomicGroup
 from fastenc.errors import VerificationError
 from fastenc.recipes.gpt2_format import (
     BUCKETS,
@@ -46,11 +43,11 @@ class Batch:
 class _Part:
     """The open part of a bucket: two temporaries being appended to, and its running counters."""
 
-    def __init__(self, index: int, directory: Path, group: AtomicGroup):
+    def __init__(self, index: int, bucket: str, stage):
         self.index = index
         self.stem = part_stem(index)
-        self.bin = group.open(directory / f"{self.stem}.bin", "w+b")  # read back for the round trip
-        self.idx = group.open(directory / f"{self.stem}.idx.npy")
+        self.bin = stage.open(f"{bucket}/{self.stem}.bin", "w+b")  # read back for the round trip
+        self.idx = stage.open(f"{bucket}/{self.stem}.idx.npy")
         self.idx.file.write(npy_header(0))
         zero = np.zeros(1, np.int64)
         self.idx.file.write(zero.data)
@@ -68,19 +65,17 @@ class _Part:
 class BucketWriter:
     """Appends runs of one bucket's documents to its part files, applying the part rule."""
 
-    def __init__(self, b: int, out_dir: Path, part_tokens: int, decode_every: int, group: AtomicGroup, ctx: dict):
+    def __init__(self, b: int, stage, part_tokens: int, decode_every: int, ctx: dict):
         self.b = b
         self.name = BUCKETS[b]
-        self.dir = out_dir / self.name
         self.lo, self.hi = bucket_range(b)
         self.part_tokens = part_tokens
         self.decode_every = decode_every
-        self.group = group
+        self.stage = stage
         self.ctx = ctx  # encoder, run-level fields of meta.json
         self.parts: list[dict] = []  # finished parts' meta
         self.part: _Part | None = None
         self.docs = 0  # documents written to this bucket so far (its next document's ordinal)
-        self.created_dir = False
 
     def write(self, ids: np.ndarray, id_off: np.ndarray, s: int, e: int, batch: Batch) -> None:
         """Write documents ``s..e-1`` of an encoded batch (all of this bucket, none empty)."""
@@ -98,10 +93,7 @@ class BucketWriter:
             s = k
 
     def _open(self) -> None:
-        if not self.dir.is_dir():
-            self.dir.mkdir(parents=True)
-            self.created_dir = True
-        self.part = _Part(len(self.parts), self.dir, self.group)
+        self.part = _Part(len(self.parts), self.name, self.stage)
         self.part.first_bucket_doc = self.docs
 
     def _append(self, ids, id_off, s: int, k: int, batch: Batch) -> None:
@@ -226,9 +218,7 @@ class BucketWriter:
             "idx_xxh3_64": checks["idx_xxh3_64"],
             "roundtrip_samples": p.samples,
         }
-        af = self.group.open(self.dir / f"{p.stem}.meta.json", "w", encoding="utf-8")
-        af.file.write(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
-        af.finish()
+        self.stage.write_json(f"{self.name}/{p.stem}.meta.json", meta)
         self.parts.append(meta)
 
     def finish(self) -> dict:

@@ -51,7 +51,6 @@ pieces live in a module of their own, and their public names are importable from
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -60,9 +59,10 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow.parquet as pq
 
-from fastenc.arrow_io import AtomicFile, read_column_rows, remove_stale_temps, resolve_inputs, write_json_atomic
+from fastenc.arrow_io import read_column_rows, resolve_inputs
 from fastenc.errors import InputError, VerificationError
 from fastenc.progress import format_bytes, progress, summary_line
+from fastenc.run import OutputSpec, Run, make_request
 
 # The recipe's stages live in modules of their own; the names are imported here so that this
 # module stays the recipe's one entry point (``fastenc urls``, ``fastenc verify``, the tests).
@@ -213,38 +213,44 @@ def _encode_pass(path: Path, column: str, enc, shard: int, num_shards: int, shar
 # ----------------------------------------------------------------------------------------------
 
 
-def _request(path: Path, column: str, shard: int, num_shards: int, shard_check: bool, skip_nulls: bool, sha256: str) -> dict:
-    from fastenc import __version__
-
-    st = path.stat()
-    return {
-        "source": [os.path.abspath(path), st.st_size, st.st_mtime_ns],
-        "column": column,
-        "shard": shard,
-        "num_shards": num_shards,
-        "shard_check": shard_check,
-        "skip_nulls": skip_nulls,
-        "tokenizer_sha256": sha256,
-        "fastenc_version": __version__,
-    }
-
-
-def _finished_same(out_dir: Path, shard: int, request: dict) -> dict | None:
-    try:
-        meta = json.loads((out_dir / sidecar_name(shard)).read_text(encoding="utf-8"))
-        if meta.get("format") != FORMAT or meta.get("request") != request:
-            return None
-        if (out_dir / bin_name(shard)).stat().st_size != 2 * int(meta["tokens"]):
-            return None
-        if _sha256_file(out_dir / TOKENIZER_DIR / "tokenizer.json") != meta["tokenizer_sha256"]:
-            return None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-    return meta
+def _output(shard: int) -> OutputSpec:
+    """One shard's output in a shared ``OUT``: its bin, then its sidecar (the commit), and the
+    shared ``tokenizer/`` (moved in when absent)."""
+    return OutputSpec(
+        recipe="urls",
+        format=FORMAT,
+        manifest=sidecar_name(shard),
+        files_of=lambda meta: [(bin_name(shard), 2 * int(meta["tokens"])), (f"{TOKENIZER_DIR}/tokenizer.json", None)],
+        is_own=lambda name: name == TOKENIZER_DIR or shard_from_name(name) is not None,
+        mode="into",
+        leftovers=(bin_name(shard),),
+        shared=(TOKENIZER_DIR,),
+    )
 
 
 def _source_rows(p: _Pass, idx: np.ndarray) -> np.ndarray:
     return p.rows[idx] if p.rows is not None else idx
+
+
+def _check_shard_args(path, shard, num_shards, chunk_urls) -> tuple[Path, int]:
+    paths = resolve_inputs([os.fspath(path)])
+    if len(paths) != 1:
+        raise InputError(f"{path} names {len(paths)} files; encode_shard takes one shard file (the CLI takes several)")
+    path = paths[0]
+    if not 1 <= num_shards < 2**64:
+        raise InputError(f"--num-shards must be at least 1 (got {num_shards})")
+    if shard is None:
+        shard = shard_from_name(path)
+        if shard is None:
+            raise InputError(
+                f"cannot tell the shard index of {path.name}: its name has no part-NNNNN. Pass --shard N "
+                "(or --no-shard-check, which then writes it as shard 0)"
+            )
+    if not 0 <= shard < num_shards:
+        raise InputError(f"shard {shard} is not below --num-shards {num_shards}: check --num-shards (the default is {DEFAULT_NUM_SHARDS})")
+    if chunk_urls < 1:
+        raise InputError(f"--chunk-urls must be positive (got {chunk_urls})")
+    return path, shard
 
 
 def encode_shard(
@@ -258,112 +264,121 @@ def encode_shard(
     skip_nulls: bool = False,
     tokenizer: str | os.PathLike = "urls",
     chunk_urls: int = DEFAULT_CHUNK_URLS,
+    threads: int | None = None,
     overwrite: bool = False,
     quiet: bool = False,
 ) -> dict:
     """Encode one URL shard into ``out_dir``; returns the sidecar as written.
 
-    ``shard`` defaults to the ``part-NNNNN`` in the file name. ``out_dir`` may hold other
-    shards' outputs (one bin + sidecar each, one shared ``tokenizer/``). If it already holds the
-    finished output of this very request (same file, size, mtime, options, tokenizer and fastenc
-    version), nothing is done; a different earlier output of the same shard is replaced only with
-    ``overwrite``. The bin does not depend on ``chunk_urls`` (URLs per write chunk) or the
-    thread count. Raises ``InputError`` (bad input), ``VerificationError`` (a URL outside the
-    shard, or the written bin failing its read-back check: then no file is left under a final name).
+    ``shard`` defaults to the ``part-NNNNN`` in the file name (0 when ``shard_check`` is off and
+    the name has none). ``out_dir`` may hold other shards' outputs (one bin + sidecar each, one
+    shared ``tokenizer/``). If it already holds the finished output of this very request (same
+    file, size, mtime, options, tokenizer and fastenc version), nothing is done; a different
+    earlier output of the same shard is replaced only with ``overwrite``. The sidecar is renamed
+    into place last: it is the commit (docs/atomic-output.md). The bin does not depend on
+    ``chunk_urls`` (URLs per write chunk) or ``threads``. Raises ``InputError`` (bad input),
+    ``VerificationError`` (a URL outside the shard, or the written bin failing its read-back
+    check: then nothing is published).
     """
-    import numba
-    import xxhash
-
-    from fastenc import __version__
-    from fastenc.kernels.url_pack import gather_spans, hash_order
-
-    t_start = time.perf_counter()
-    paths = resolve_inputs([os.fspath(path)])
-    if len(paths) != 1:
-        raise InputError(f"{path} names {len(paths)} files; encode_shard takes one shard file (the CLI takes several)")
-    path = paths[0]
-    if not 1 <= num_shards < 2**64:
-        raise InputError(f"--num-shards must be at least 1 (got {num_shards})")
-    if shard is None:
-        shard = shard_from_name(path)
-        if shard is None:
-            raise InputError(
-                f"cannot tell the shard index of {path.name}: its name has no part-NNNNN. Pass --shard N "
-                "(and --no-shard-check if the file is not a shard of the corpus)"
-            )
-    if not 0 <= shard < num_shards:
-        raise InputError(f"shard {shard} is not below --num-shards {num_shards}: check --num-shards (the default is {DEFAULT_NUM_SHARDS})")
-    if chunk_urls < 1:
-        raise InputError(f"--chunk-urls must be positive (got {chunk_urls})")
+    if shard is None and not shard_check and shard_from_name(Path(path)) is None:
+        shard = 0
+    path, shard = _check_shard_args(path, shard, num_shards, chunk_urls)
     enc, tok_src = _load_tokenizer(tokenizer)
     _open_column(path, column)  # a missing or non-text column fails before anything else
+    options = {"column": column, "shard": shard, "num_shards": num_shards, "shard_check": shard_check, "skip_nulls": skip_nulls}
+    request = make_request("urls", [path], options, enc.sha256)
+    with Run(_output(shard), out_dir, request, overwrite=overwrite, threads=threads) as run:
+        if run.done is not None:
+            summary_line(f"fastenc urls: {run.out / bin_name(shard)} already holds this output (its sidecar matches); "
+                         "nothing to do", quiet=quiet)
+            return run.done
+        tokenizer_present = _check_tokenizer_dir(run.out, enc.sha256)
+        job = _Job(path, column, shard, num_shards, shard_check, enc, quiet, run.stats)
+        p = _read_pass(job, skip_nulls)
+        meta = _sort_write_verify(job, run.stage, p, chunk_urls, request)
+        if not tokenizer_present:
+            _copy_tokenizer(tok_src, run.stage)
+        run.publish(meta)
+    _print_summary(job, run, meta, p.nulls)
+    return meta
 
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputError(f"output {out_dir} exists and is not a directory: choose a directory path with -o")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(out_dir)
-    tokenizer_present = _check_tokenizer_dir(out_dir, enc.sha256)
-    request = _request(path, column, shard, num_shards, shard_check, skip_nulls, enc.sha256)
-    bin_path = out_dir / bin_name(shard)
-    meta_path = out_dir / sidecar_name(shard)
-    if bin_path.exists() or meta_path.exists():
-        done = _finished_same(out_dir, shard, request)
-        if done is not None and not overwrite:
-            summary_line(f"fastenc urls: {out_dir / bin_name(shard)} already holds this output (its sidecar matches); nothing to do", quiet=quiet)
-            return done
-        if not overwrite:
-            raise InputError(
-                f"{out_dir} already holds output for shard {shard} ({bin_path.name} / {meta_path.name}) from another run: "
-                "pass --overwrite to replace it, or choose another directory"
-            )
-    threads = numba.get_num_threads()
 
-    # --- read + hash + shard check + encode, one streaming pass in the source's order ---
-    bar = progress(pq.ParquetFile(path).metadata.num_rows, unit="URL", desc="read+hash+encode", quiet=quiet, unit_scale=True)
-    try:
-        p = _encode_pass(path, column, enc, shard, num_shards, shard_check, skip_nulls, bar)
-    finally:
-        bar.close()
-    seconds = dict(p.seconds)
-    n = p.n
+class _Job(NamedTuple):
+    """The facts every stage of one shard's run needs."""
+
+    path: Path
+    column: str
+    shard: int
+    num_shards: int
+    shard_check: bool
+    enc: object
+    quiet: bool
+    stats: object
+
+
+def _read_pass(job: _Job, skip_nulls: bool) -> _Pass:
+    """Stage 1, and the refusal of a shard with URLs outside it (before anything is written)."""
+    bar = progress(pq.ParquetFile(job.path).metadata.num_rows, unit="URL", desc="read+hash+encode", quiet=job.quiet, unit_scale=True)
+    with bar:
+        p = _encode_pass(job.path, job.column, job.enc, job.shard, job.num_shards, job.shard_check, skip_nulls, bar)
+    job.stats.seconds.update(p.seconds)
     if p.outside:
         raise VerificationError(
-            f"{path}: {p.outside:,} of {n:,} URLs do not belong to shard {shard} of {num_shards} "
+            f"{job.path}: {p.outside:,} of {p.n:,} URLs do not belong to shard {job.shard} of {job.num_shards} "
             f"(rule: {SHARD_RULE}), for example:\n  " + "\n  ".join(p.outside_examples) + "\n"
             "Nothing was written. Check --num-shards and --shard (or the part-NNNNN in the file name); "
             "for an input that is not a shard, pass --no-shard-check"
         )
+    return p
 
-    # --- sort ---
-    t = time.perf_counter()
-    bar = progress(n, unit="URL", desc="sort", quiet=quiet, unit_scale=True)
-    order, sorted_hashes = hash_order(p.hashes, threads)
-    samples = _sample_indices(n)
-    sample_keys = sorted_hashes[samples]
-    prev_keys = sorted_hashes[np.maximum(samples - 1, 0)]
-    del sorted_hashes
-    # bin positions of the irreversible URLs (a handful, if any)
-    flagged = np.fromiter(p.irreversible, np.int64, len(p.irreversible))
-    flagged_pos = np.flatnonzero(np.isin(order, flagged)) if flagged.size else np.zeros(0, np.int64)
-    bar.update(n)
-    bar.close()
-    seconds["sort"] = time.perf_counter() - t
 
-    # --- write: the token spans in hash order, chunk by chunk, to the temporary file ---
-    watch = np.union1d(samples, flagged_pos)  # bin positions whose spans the verify stage reads
+class _Order(NamedTuple):
+    order: np.ndarray  # source index of each bin position
+    samples: np.ndarray  # bin positions checked after writing
+    sample_keys: np.ndarray
+    prev_keys: np.ndarray
+    flagged_pos: np.ndarray  # bin positions of the irreversible URLs
+
+
+def _sort(job: _Job, p: _Pass) -> _Order:
+    """Stage 2: the hash order, and the keys of the positions the verify stage samples."""
+    from fastenc.kernels.url_pack import hash_order
+
+    n = p.n
+    with job.stats.time("sort"), progress(n, unit="URL", desc="sort", quiet=job.quiet, unit_scale=True) as bar:
+        import numba
+
+        order, sorted_hashes = hash_order(p.hashes, numba.get_num_threads())
+        samples = _sample_indices(n)
+        sample_keys = sorted_hashes[samples]
+        prev_keys = sorted_hashes[np.maximum(samples - 1, 0)]
+        del sorted_hashes
+        flagged = np.fromiter(p.irreversible, np.int64, len(p.irreversible))
+        flagged_pos = np.flatnonzero(np.isin(order, flagged)) if flagged.size else np.zeros(0, np.int64)
+        bar.update(n)
+    return _Order(order, samples, sample_keys, prev_keys, flagged_pos)
+
+
+def _write_bin(job: _Job, stage, p: _Pass, o: _Order, chunk_urls: int):
+    """Stage 3: the token spans in hash order, chunk by chunk, into the staged bin (fsynced).
+    Returns the staged file, the bin positions watched by stage 4 with their token spans, the
+    digest and the token count."""
+    import numba
+
+    from fastenc.kernels.url_pack import gather_spans
+
+    n, threads = p.n, numba.get_num_threads()
+    watch = np.union1d(o.samples, o.flagged_pos)  # bin positions whose spans the verify stage reads
     spans = np.zeros((len(watch), 2), np.int64)
-    bin_file = AtomicFile(bin_path)
-    try:
-        t = time.perf_counter()
+    bin_file = stage.open(bin_name(job.shard))
+    with job.stats.time("write"), progress(n, unit="URL", desc="write", quiet=job.quiet, unit_scale=True) as bar:
         writer = _ChunkWriter(bin_file.file)
         out_offsets = np.empty(min(n, chunk_urls) + 1, np.int64)
         written = 0
-        bar = progress(n, unit="URL", desc="write", quiet=quiet, unit_scale=True)
         try:
             for a in range(0, n, chunk_urls):
                 b = min(n, a + chunk_urls)
-                sel = order[a:b]
+                sel = o.order[a:b]
                 need = int((p.tok_offsets[sel + 1] - p.tok_offsets[sel]).sum())
                 out = writer.buffer(need)
                 gather_spans(p.tokens, p.tok_offsets, sel, out, out_offsets[: b - a + 1], threads)
@@ -374,105 +389,113 @@ def encode_shard(
                 written += need
                 bar.update(b - a)
         finally:
-            bin_digest = writer.close()  # waits for the queued chunks; re-raises a write error
-        bar.close()
+            digest = writer.close()  # waits for the queued chunks; re-raises a write error
         bin_file.finish()  # flush + fsync: what verify reads is what the disk holds
-        seconds["write"] = time.perf_counter() - t
-        n_tokens = written
+    return bin_file, watch, spans, digest, written
 
-        # --- verify the finished file ---
-        t = time.perf_counter()
-        src_idx = order[watch]
-        texts = {}
-        missing = [int(i) for i in src_idx if int(i) not in p.samples.text and int(i) not in p.irreversible]
-        if missing:  # a skewed input put some samples outside the windows: read them back
-            rows = _source_rows(p, np.asarray(missing, np.int64))
-            for i, url in zip(missing, read_column_rows(path, column, rows.tolist())):
-                texts[i] = url.encode("utf-8", "surrogatepass") if isinstance(url, str) else url
-        where = {int(k): j for j, k in enumerate(samples)}
-        checks = []
-        flagged_set = set(flagged_pos.tolist())
-        for w, k in enumerate(watch.tolist()):
-            i = int(src_idx[w])
-            text = p.irreversible.get(i) or p.samples.text.get(i) or texts.get(i, b"")
-            j = where.get(k)
-            checks.append(_Check(k, int(spans[w, 0]), int(spans[w, 1]), int(sample_keys[j]) if j is not None else None,
-                                 int(prev_keys[j]) if j is not None else None, text, int(_source_rows(p, np.array([i]))[0]),
-                                 k in flagged_set))
-        bar = progress(len(checks), unit="URL", desc="verify", quiet=quiet)
-        check = _verify_written(bin_file.temp_path, enc, n, n_tokens, checks, num_shards, shard if shard_check else None, bar)
-        bar.close()
-        if check["problems"]:
-            raise VerificationError(f"{path}: the written bin failed its read-back check; nothing was published:\n  "
-                                    + "\n  ".join(check["problems"]))
-        seconds["verify"] = time.perf_counter() - t
-        seconds["total"] = time.perf_counter() - t_start
-        meta = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "fastenc_version": __version__,
-            "file": bin_path.name,
-            "urls": n,
-            "tokens": n_tokens,
-            "dtype": "uint16",
-            "byteorder": "little",
-            "eos_token": EOS_TOKEN,
-            "eos_token_id": 0,
-            "vocab_size": enc.vocab_size,
-            "tokenizer": f"{TOKENIZER_DIR}/tokenizer.json",
-            "tokenizer_sha256": enc.sha256,
-            "shard": shard,
-            "num_shards": num_shards,
-            "shard_checked": shard_check,
-            "shard_rule": SHARD_RULE,
-            "order": ORDER_RULE,
-            "hash": "xxh3_64: XXH3_64bits, seed 0 (xxhash.xxh3_64_intdigest)",
-            "layout": LAYOUT,
-            "source": {
-                "file": path.name,
-                "bytes": path.stat().st_size,
-                "rows": p.num_rows,
-                "column": column,
-                "column_type": str(_open_column(path, column)[1]),
-            },
-            "null_urls_skipped": p.nulls,
-            "empty_urls": p.empty,
-            "url_bytes": p.url_bytes,
-            "max_url_bytes": p.max_url_bytes,
-            # URLs on which the card's canonical() is not self-inverse (malformed hosts such as
-            # http://x:1.y or http://a.[b): stored as canonical(url) like every URL, but
-            # canonical(decode(ids)) is not the original. Indices are positions in the bin (0-based).
-            "irreversible_urls": int(flagged_pos.size),
-            "irreversible_url_indices": flagged_pos.tolist(),
-            "bin_xxh3_64": bin_digest,
-            "verified": {"head": min(VERIFY_SAMPLE, n), "middle": min(VERIFY_SAMPLE, n), "tail": min(VERIFY_SAMPLE, n),
-                         "urls_checked": check["urls_checked"], "mismatches": check["mismatches"]},
-            # samples_read_back: sampled URLs whose text the pass did not keep (see _SampleWindows)
-            "build": {"threads": threads, "seconds": {k: round(v, 3) for k, v in seconds.items()}, "samples_read_back": len(missing)},
-            "request": request,
-        }
 
-        # --- publish: tokenizer, then the bin, then the sidecar last ---
-        if not tokenizer_present:
-            _copy_tokenizer(tok_src, out_dir)
-        meta_path.unlink(missing_ok=True)  # never a sidecar describing another bin, even after a crash
-        bin_file.rename()
-    except BaseException:
-        bar.close()
-        bin_file.discard()
-        raise
-    write_json_atomic(meta_path, meta)
+def _verify_bin(job: _Job, p: _Pass, o: _Order, bin_file, watch, spans, n_tokens: int) -> tuple[dict, int]:
+    """Stage 4: read the staged bin back and check its samples; returns the check and how many
+    sampled texts had to be read back from the source."""
+    src_idx = o.order[watch]
+    texts = {}
+    missing = [int(i) for i in src_idx if int(i) not in p.samples.text and int(i) not in p.irreversible]
+    if missing:  # a skewed input put some samples outside the windows: read them back
+        rows = _source_rows(p, np.asarray(missing, np.int64))
+        for i, url in zip(missing, read_column_rows(job.path, job.column, rows.tolist())):
+            texts[i] = url.encode("utf-8", "surrogatepass") if isinstance(url, str) else url
+    where = {int(k): j for j, k in enumerate(o.samples)}
+    flagged_set = set(o.flagged_pos.tolist())
+    checks = []
+    for w, k in enumerate(watch.tolist()):
+        i = int(src_idx[w])
+        text = p.irreversible.get(i) or p.samples.text.get(i) or texts.get(i, b"")
+        j = where.get(k)
+        checks.append(_Check(k, int(spans[w, 0]), int(spans[w, 1]), int(o.sample_keys[j]) if j is not None else None,
+                             int(o.prev_keys[j]) if j is not None else None, text, int(_source_rows(p, np.array([i]))[0]),
+                             k in flagged_set))
+    with job.stats.time("verify"), progress(len(checks), unit="URL", desc="verify", quiet=job.quiet) as bar:
+        check = _verify_written(bin_file.temp_path, job.enc, p.n, n_tokens, checks, job.num_shards,
+                                job.shard if job.shard_check else None, bar)
+    if check["problems"]:
+        raise VerificationError(f"{job.path}: the written bin failed its read-back check; nothing was published:\n  "
+                                + "\n  ".join(check["problems"]))
+    return check, len(missing)
 
-    dt = time.perf_counter() - t_start
-    s = seconds
+
+def _sort_write_verify(job: _Job, stage, p: _Pass, chunk_urls: int, request: dict) -> dict:
+    """Stages 2-4; returns the sidecar."""
+    o = _sort(job, p)
+    bin_file, watch, spans, digest, n_tokens = _write_bin(job, stage, p, o, chunk_urls)
+    check, read_back = _verify_bin(job, p, o, bin_file, watch, spans, n_tokens)
+    return _sidecar(job, p, o, n_tokens, digest, check, read_back, request)
+
+
+def _sidecar(job: _Job, p: _Pass, o: _Order, n_tokens: int, digest: str, check: dict, read_back: int, request: dict) -> dict:
+    import numba
+
+    from fastenc import __version__
+
+    n, enc, path = p.n, job.enc, job.path
+    seconds = dict(job.stats.seconds, total=job.stats.elapsed())
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "fastenc_version": __version__,
+        "file": bin_name(job.shard),
+        "urls": n,
+        "tokens": n_tokens,
+        "dtype": "uint16",
+        "byteorder": "little",
+        "eos_token": EOS_TOKEN,
+        "eos_token_id": 0,
+        "vocab_size": enc.vocab_size,
+        "tokenizer": f"{TOKENIZER_DIR}/tokenizer.json",
+        "tokenizer_sha256": enc.sha256,
+        "shard": job.shard,
+        "num_shards": job.num_shards,
+        "shard_checked": job.shard_check,
+        "shard_rule": SHARD_RULE,
+        "order": ORDER_RULE,
+        "hash": "xxh3_64: XXH3_64bits, seed 0 (xxhash.xxh3_64_intdigest)",
+        "layout": LAYOUT,
+        "source": {
+            "file": path.name,
+            "bytes": path.stat().st_size,
+            "rows": p.num_rows,
+            "column": job.column,
+            "column_type": str(_open_column(path, job.column)[1]),
+        },
+        "null_urls_skipped": p.nulls,
+        "empty_urls": p.empty,
+        "url_bytes": p.url_bytes,
+        "max_url_bytes": p.max_url_bytes,
+        # URLs on which the card's canonical() is not self-inverse (malformed hosts such as
+        # http://x:1.y or http://a.[b): stored as canonical(url) like every URL, but
+        # canonical(decode(ids)) is not the original. Indices are positions in the bin (0-based).
+        "irreversible_urls": int(o.flagged_pos.size),
+        "irreversible_url_indices": o.flagged_pos.tolist(),
+        "bin_xxh3_64": digest,
+        "verified": {"head": min(VERIFY_SAMPLE, n), "middle": min(VERIFY_SAMPLE, n), "tail": min(VERIFY_SAMPLE, n),
+                     "urls_checked": check["urls_checked"], "mismatches": check["mismatches"]},
+        # samples_read_back: sampled URLs whose text the pass did not keep (see _SampleWindows)
+        "build": {"threads": numba.get_num_threads(), "seconds": {k: round(v, 3) for k, v in seconds.items()},
+                  "samples_read_back": read_back},
+        "request": request,
+    }
+
+
+def _print_summary(job: _Job, run, meta: dict, nulls: int) -> None:
+    dt = run.stats.elapsed()
+    s = run.stats.seconds
+    n, n_tokens = meta["urls"], meta["tokens"]
     summary_line(
-        f"fastenc urls: {path.name} -> {bin_path}: {n:,} URLs, {n_tokens:,} tokens ({format_bytes(2 * n_tokens)}) in "
+        f"fastenc urls: {job.path.name} -> {run.out / meta['file']}: {n:,} URLs, {n_tokens:,} tokens ({format_bytes(2 * n_tokens)}) in "
         f"{dt:.2f} s, {n / dt if dt > 0 else 0:,.0f} URLs/s (read {s['read']:.1f} s, hash {s['hash']:.1f}, "
         f"encode {s['encode']:.1f}, sort {s['sort']:.1f}, write {s['write']:.1f}, verify {s['verify']:.1f}); "
-        f"shard {shard} of {num_shards}{'' if shard_check else ' (not checked)'}, {p.nulls:,} nulls skipped",
-        quiet=quiet,
+        f"shard {job.shard} of {job.num_shards}{'' if job.shard_check else ' (not checked)'}, {nulls:,} nulls skipped",
+        quiet=job.quiet,
     )
-    return meta
 
 # ----------------------------------------------------------------------------------------------
 # Command line
@@ -499,12 +522,6 @@ def run(args) -> int:
     paths = resolve_inputs(args.inputs)
     if args.shard is not None and len(paths) > 1:
         raise InputError(f"--shard names one shard but {len(paths)} files were given: pass one file, or name them part-NNNNN")
-    if args.threads is not None:
-        import numba
-
-        if not 1 <= args.threads <= numba.config.NUMBA_NUM_THREADS:
-            raise InputError(f"--threads must be between 1 and {numba.config.NUMBA_NUM_THREADS}")
-        numba.set_num_threads(args.threads)
     for path in paths:
         encode_shard(
             path,
@@ -516,6 +533,7 @@ def run(args) -> int:
             skip_nulls=args.skip_nulls,
             tokenizer=args.tokenizer,
             chunk_urls=args.chunk_urls,
+            threads=args.threads,
             overwrite=args.overwrite,
             quiet=args.quiet,
         )

@@ -155,6 +155,11 @@ class Run:
         out, spec = self.out, self.spec
         if out.exists() and not out.is_dir():
             raise InputError(f"output {out} exists and is not a directory: choose a directory path with -o")
+        for parent in out.absolute().parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise InputError(f"cannot create the output {out}: {parent} is a file, not a folder; choose another -o")
+                break
         if spec.mode == "folder":
             out.parent.mkdir(parents=True, exist_ok=True)
             staging.clean_stale(out.parent, out.name, spec.is_own)
@@ -222,10 +227,7 @@ class Run:
         if self.spec.mode == "folder":
             staging.publish_folder(stage, self.out, self.spec.is_own)
         else:
-            old = self.out / self.spec.manifest
-            if old.exists():  # un-commit the replaced output first: its data is about to be replaced
-                old.unlink()
-            staging.publish_into(stage, self.out, self.spec.manifest, self.spec.shared)
+            staging.publish_into(stage, self.out, self.spec.manifest, self.spec.shared, self.spec.leftovers)
         self._stage = None
 
     # -- leaving ------------------------------------------------------------------------------

@@ -220,7 +220,12 @@ def publish_folder(stage: Stage, out: Path, is_own: Callable[[str], bool]) -> No
             _rename(out, old)
         else:
             shutil.rmtree(out)
-    _rename(stage.dir, out)  # the commit
+    try:
+        _rename(stage.dir, out)  # the commit
+    except BaseException:
+        if old is not None:  # put the previous output back: the run failed, nothing changed
+            os.replace(old, out)
+        raise
     fsync_dir(out.parent)
     if old is not None:
         _finish_old(old, out, is_own)
@@ -234,21 +239,36 @@ def _finish_old(old: Path, out: Path, is_own: Callable[[str], bool]) -> None:
     _remove(old)
 
 
-def publish_into(stage: Stage, out: Path, manifest: str, keep_existing: Iterable[str] = ()) -> None:
+def publish_into(stage: Stage, out: Path, manifest: str, shared: Iterable[str] = (), replaced: Iterable[str] = ()) -> None:
     """Move the stage's top-level entries into the existing folder ``out``, ``manifest`` last.
 
-    The manifest's rename is the commit; until then a rerun deletes what was moved in
-    (``clean_stale`` and the recipe's own leftover rule). Entries named in ``keep_existing`` are
-    left as they are in ``out`` when already there (a shared folder such as ``tokenizer/``).
+    The manifest's rename is the commit. ``replaced``: entries of an earlier output that this one
+    replaces (its manifest first, so that it is un-committed before its data changes); they are
+    moved aside into the stage and put back if the commit does not happen. Entries named in
+    ``shared`` are left as they are in ``out`` when already there (``tokenizer/``).
     """
     stage.finish()
-    keep = set(keep_existing)
-    entries = sorted(p.name for p in stage.dir.iterdir() if p.name != manifest)
-    for name in entries:
-        if name in keep and (out / name).exists():
-            continue
-        _rename(stage.dir / name, out / name)
-    _rename(stage.dir / manifest, out / manifest)  # the commit
+    aside = stage.dir / ".replaced"
+    old = [name for name in [manifest, *replaced] if (out / name).exists()]
+    moved: list[str] = []
+    try:
+        if old:
+            aside.mkdir()
+        for name in old:
+            _rename(out / name, aside / name)
+        for name in sorted(p.name for p in stage.dir.iterdir() if p.name not in (manifest, aside.name)):
+            if name in set(shared) and (out / name).exists():
+                continue
+            _rename(stage.dir / name, out / name)
+            moved.append(name)
+        _rename(stage.dir / manifest, out / manifest)  # the commit
+    except BaseException:
+        for name in moved:  # not committed: what was moved in is a temporary again
+            _remove(out / name)
+        for name in reversed(old):  # the earlier output comes back, its manifest last
+            if (aside / name).exists():
+                os.replace(aside / name, out / name)
+        raise
     fsync_dir(out)
     _remove(stage.dir)
 

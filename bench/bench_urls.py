@@ -70,7 +70,7 @@ def hf_worker(mode: str, corpus: Path, stride: int) -> dict:
     """Run in a subprocess: HF tokenizers over the canonical corpus; prints JSON."""
     import tokenizers
 
-    from fastenc.canonical import canonical
+    from fastenc.url_canonical import canonical
 
     arr, _, _ = corpus_arrays(corpus)
     texts = [canonical(u) for u in arr.to_pylist()]

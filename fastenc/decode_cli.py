@@ -72,7 +72,7 @@ def _position_of_url(tokens: np.ndarray, k: int) -> int:
 
 
 def run(args) -> int:
-    from fastenc.canonical import canonical_bytes
+    from fastenc.url_canonical import canonical_bytes
     from fastenc.recipes.urls import iter_decoded
 
     bin_path = Path(args.bin)

@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastenc import cli
-from fastenc.canonical import canonical
+from fastenc.url_canonical import canonical
 from fastenc.errors import InputError, VerificationError
 from fastenc.kernels.url_pack import hash_order, shard_of
 from fastenc.recipes import urls as recipe

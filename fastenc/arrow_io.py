@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fastenc.errors import InputError
+from fastenc.errors import InputError, UsageError
 
 __all__ = [
     "StringBatch",
@@ -41,6 +41,8 @@ __all__ = [
     "iter_string_batches",
     "arrow_to_flat",
     "read_column_rows",
+    "read_guard",
+    "read_row_group",
     "AtomicFile",
     "AtomicGroup",
     "atomic_output",
@@ -104,7 +106,7 @@ def as_input_list(inputs: Sequence[str | os.PathLike] | str | os.PathLike) -> li
 
 def check_batch_bytes(batch_bytes: int) -> None:
     if batch_bytes < 1:
-        raise InputError(f"--batch-bytes must be positive, e.g. 64MiB (got {batch_bytes})")
+        raise UsageError(f"--batch-bytes must be positive, e.g. 64MiB (got {batch_bytes})")
 
 
 def resolve_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:
@@ -344,7 +346,7 @@ def iter_string_batches(
             if md.row_group(rg).num_rows == 0:
                 continue
             bs = _rows_per_batch(md, rg, leaf, batch_bytes)
-            for rb in pf.iter_batches(batch_size=bs, row_groups=[rg], columns=[info.column], use_threads=True):
+            for rb in read_guard(info.path, pf.iter_batches(batch_size=bs, row_groups=[rg], columns=[info.column], use_threads=True), rg):
                 arr = rb.column(0)
                 if arr.null_count:
                     mask = arr.is_null().to_numpy(zero_copy_only=False)
@@ -353,6 +355,27 @@ def iter_string_batches(
                 n = len(arr)
                 yield StringBatch(data, offsets, info.path, row, n)
                 row += n
+
+
+def read_guard(path: Path, batches: Iterable, row_group: int | None = None) -> Iterator:
+    """``batches`` as they come, with a read failure (a damaged page: ``OSError: ZSTD
+    decompression failed``, a truncated file) turned into one ``InputError`` naming the file."""
+    it = iter(batches)
+    while True:
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        except (OSError, pa.ArrowException) as exc:
+            where = f" (row group {row_group})" if row_group is not None else ""
+            raise InputError(f"{path}: cannot read it{where}: {exc}; the file is damaged: download or write it again") from None
+        yield item
+
+
+def read_row_group(pf: pq.ParquetFile, path: Path, rg: int, columns: list[str]) -> pa.Table:
+    """``pf.read_row_group`` with a damaged page turned into one ``InputError`` (see ``read_guard``)."""
+    (table,) = read_guard(path, (pf.read_row_group(rg, columns=columns) for _ in (0,)), rg)
+    return table
 
 
 def read_column_rows(path: str | os.PathLike, column: str, rows: Sequence[int]) -> list:
@@ -375,7 +398,7 @@ def read_column_rows(path: str | os.PathLike, column: str, rows: Sequence[int]) 
     for k, r in enumerate(rows):
         by_rg.setdefault(int(np.searchsorted(starts, r, side="right") - 1), []).append(k)
     for rg, ks in by_rg.items():
-        arr = pf.read_row_group(rg, columns=[column]).column(0)
+        arr = read_row_group(pf, Path(path), rg, [column]).column(0)
         base = int(starts[rg])
         for k in ks:
             out[k] = arr[rows[k] - base].as_py()

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(module.run(args) or 0)
     except KeyboardInterrupt:
-        print("fastenc: interrupted; no partial file was left under a final name", file=sys.stderr)
+        print("fastenc: interrupted; nothing was published (a rerun starts over)", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `fastenc decode ... | head`: the reader left, not an error
         import os
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except FastencError as exc:
         print(f"fastenc: error: {exc}", file=sys.stderr)
-        return 1
+        return exc.exit_code
 
 
 from fastenc.errors import FastencError  # noqa: E402  (kept light: no numba)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fastenc.errors import InputError
+from fastenc.errors import InputError, UsageError
 
 _COUNT_STEP = 16 << 20
 
@@ -82,7 +82,7 @@ def run(args) -> int:
     if size % 2:
         raise InputError(f"{bin_path} has an odd size ({size} bytes): it is not a uint16 token bin (or it is truncated)")
     if args.limit is not None and args.limit < 0 or args.start < 0:
-        raise InputError("--limit and --start must not be negative")
+        raise UsageError("--limit and --start must not be negative")
     enc = _tokenizer_for(bin_path, args.tokenizer)
     tokens = np.memmap(bin_path, dtype="<u2", mode="r") if size else np.zeros(0, np.uint16)
     if tokens.size and tokens[0] != 0:

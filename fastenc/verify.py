@@ -84,8 +84,8 @@ def run(args) -> int:
         print(json.dumps(report, indent=2))
     if not args.quiet:
         if report["ok"]:
-            counts = ", ".join(f"{k} {v}" for k, v in report.items() if isinstance(v, int) and not isinstance(v, bool))
-            src = " and the source" if report.get("checked_source") else ""
+            counts = ", ".join(f"{k} {v:,}" for k, v in report.items() if isinstance(v, int) and not isinstance(v, bool))
+            src = f" and the source ({report.get('source_compared', 'compared')})" if report.get("checked_source") else ""
             print(f"fastenc verify: OK: {args.out} is consistent {report['format']} output{src} ({counts})", file=sys.stderr)
         else:
             print(f"fastenc verify: FAILED: {args.out} ({report['format']}): {len(report['problems'])} problem(s)", file=sys.stderr)

@@ -616,7 +616,15 @@ def test_verify_against_a_different_source(good_out, tmp_path):
     order[b1[0]], order[b1[1]] = order[b1[1]], order[b1[0]]
     swapped = tmp_path / "swapped.parquet"
     pq.write_table(t.take(order), swapped)
-    assert "do not match the source's 'gpt2_tokens' counts in order" in _problems(good_out, [swapped])
+    assert "do not match the source's token counts in order" in _problems(good_out, [swapped])
+    # without a count column the source is encoded again: every document is compared, not a sample
+    no_counts = tmp_path / "no_counts.parquet"
+    pq.write_table(t.take(order).drop_columns(["gpt2_tokens"]), no_counts)
+    assert "do not match the source's token counts in order" in _problems(good_out, [no_counts])
+    plain = tmp_path / "plain.parquet"
+    pq.write_table(t.drop_columns(["gpt2_tokens"]), plain)
+    report = verify_dir(good_out, [plain])
+    assert report["ok"] and report["count_order_checked"] == 150 and "encoding it again" in report["source_compared"]
 
 
 def test_verify_malformed_summary(copy_out):

@@ -35,8 +35,9 @@ import numpy as np
 import xxhash
 
 from fastenc.arrow_io import as_input_list, check_batch_bytes, inspect_inputs, iter_string_batches, resolve_inputs
-from fastenc.errors import InputError
+from fastenc.errors import InputError, UsageError
 from fastenc.run import OutputSpec, Run, make_request
+from fastenc.run.parts import CappedParts, reread_xxh3
 from fastenc.progress import format_bytes, format_rate, progress, summary_line
 
 FORMAT = "fastenc-bytes"
@@ -83,66 +84,44 @@ def shard_name(split: str, index: int) -> str:
 # ----------------------------------------------------------------------------------------------
 
 
-class _SplitWriter:
-    """Appends packed documents of one split to its shard files, applying the shard rule."""
+class _SplitWriter(CappedParts):
+    """Appends packed documents of one split to its shard files, under the shard rule
+    (``fastenc.run.parts``); each finished shard is fsynced and read back."""
 
     def __init__(self, split: str, stage, shard_bytes: int):
+        super().__init__(shard_bytes)
         self.split = split
         self.stage = stage
-        self.shard_bytes = shard_bytes
         self.shards: list[dict] = []
-        self._file = None  # AtomicFile of the open shard
-        self._hash = None
-        self._fill = 0
-        self._docs = 0
-        self._first = 0
 
-    def _open(self, first_document: int) -> None:
+    def _open_part(self) -> None:
         self._name = shard_name(self.split, len(self.shards))
         self._file = self.stage.open(self._name)
         self._hash = xxhash.xxh3_64()
-        self._fill = 0
-        self._docs = 0
-        self._first = first_document
+        self._first = None
 
-    def _close(self) -> None:
-        if self._file is None:
-            return
-        self._file.finish()  # fsync now: the data is durable before the final renames
+    def _append(self, a: int, k: int, packed: np.ndarray, csum: np.ndarray, first_global: int) -> None:
+        if self._first is None:
+            self._first = first_global + a
+        chunk = packed[csum[a] : csum[k]]
+        self._file.file.write(chunk)
+        self._hash.update(chunk)
+
+    def _close_part(self) -> None:
+        self._file.finish()  # fsync now: the data is durable before it is read back and published
+        reread_xxh3(self._file.path, self._hash.hexdigest(), f"{self.split} shard {self._name}")
         self.shards.append(
             {
                 "file": self._name,
-                "documents": self._docs,
-                "bytes": self._fill,
+                "documents": self.items,
+                "bytes": self.fill,
                 "first_document": self._first,
                 "xxh3_64": self._hash.hexdigest(),
             }
         )
-        self._file = None
-
-    def write(self, packed: np.ndarray, csum: np.ndarray, a: int, b: int, first_global: int) -> None:
-        """Write documents ``a..b-1`` of a packed batch (``packed[csum[i]:csum[i+1]]`` is document
-        ``i`` with its separator; ``first_global`` is the global index of document 0)."""
-        while a < b:
-            room = self.shard_bytes - self._fill if self._file is not None else self.shard_bytes
-            # the most documents a..k-1 that fit in the room left
-            k = min(b, int(np.searchsorted(csum, csum[a] + room, side="right")) - 1)
-            if k <= a:
-                if self._file is not None and self._docs:
-                    self._close()  # the next document does not fit: it starts the next shard
-                    continue
-                k = a + 1  # one document longer than a whole shard: a shard of its own
-            if self._file is None:
-                self._open(first_global + a)
-            chunk = packed[csum[a] : csum[k]]
-            self._file.file.write(chunk)
-            self._hash.update(chunk)
-            self._fill += int(csum[k] - csum[a])
-            self._docs += k - a
-            a = k
 
     def finish(self) -> dict:
-        self._close()
+        self.close()
         docs = sum(s["documents"] for s in self.shards)
         nbytes = sum(s["bytes"] for s in self.shards)
         return {"documents": docs, "bytes": nbytes, "text_bytes": nbytes - docs, "shards": self.shards}
@@ -190,11 +169,11 @@ def _route(writers: dict, packed: np.ndarray, csum: np.ndarray, first_global: in
     if val_every:
         for v in range((val_every - 1 - first_global) % val_every, n, val_every):
             if v > pos:
-                writers["train"].write(packed, csum, pos, v, first_global)
-            writers["val"].write(packed, csum, v, v + 1, first_global)
+                writers["train"].write_items(csum, pos, v, packed, csum, first_global)
+            writers["val"].write_items(csum, v, v + 1, packed, csum, first_global)
             pos = v + 1
     if pos < n:
-        writers["train"].write(packed, csum, pos, n, first_global)
+        writers["train"].write_items(csum, pos, n, packed, csum, first_global)
 
 
 def _manifest_files(meta: dict) -> list:
@@ -252,9 +231,9 @@ def encode_bytes(
     step (docs/atomic-output.md). The output does not depend on ``batch_bytes`` or ``threads``.
     """
     if shard_bytes < 1:
-        raise InputError(f"--shard-bytes must be at least 1 (got {shard_bytes})")
+        raise UsageError(f"--shard-bytes must be at least 1 (got {shard_bytes})")
     if val_every < 0:
-        raise InputError(f"--val-every must be 0 (no val split) or positive (got {val_every})")
+        raise UsageError(f"--val-every must be 0 (no val split) or positive (got {val_every})")
     check_batch_bytes(batch_bytes)
     paths = resolve_inputs(as_input_list(inputs))
     infos = inspect_inputs(paths, column, allow_binary=True)
@@ -508,6 +487,7 @@ def _verify(out_dir: Path, source: Sequence[Path] | None, report: dict) -> None:
     if source is not None and not problems:
         _compare_with_source(out_dir, meta, [Path(p) for p in source], problems)
         report["checked_source"] = True
+        report["source_compared"] = f"all {meta['documents']:,} documents byte for byte"
     report["ok"] = not problems
 
 

@@ -48,7 +48,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from fastenc.arrow_io import as_input_list, check_batch_bytes, inspect_inputs, resolve_inputs
-from fastenc.errors import InputError, VerificationError
+from fastenc.errors import InputError, VerificationError, UsageError
 from fastenc.progress import format_bytes, format_rate, progress, summary_line
 from fastenc.run import OutputSpec, Run, make_request
 # The format's names are re-exported here too: ``fastenc.recipes.gpt2`` stays the one import
@@ -124,9 +124,9 @@ def _open_sources(inputs, column, count_column) -> _Sources:
 
 def _check_options(part_tokens: int, decode_every: int, batch_bytes: int) -> None:
     if part_tokens < 1:
-        raise InputError(f"--part-tokens must be at least 1 (got {part_tokens})")
+        raise UsageError(f"--part-tokens must be at least 1 (got {part_tokens})")
     if decode_every < 1:
-        raise InputError(f"--decode-every must be at least 1 (1 decodes every document; got {decode_every})")
+        raise UsageError(f"--decode-every must be at least 1 (1 decodes every document; got {decode_every})")
     check_batch_bytes(batch_bytes)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import xxhash
 from numpy.lib import format as npy_format
 
-from fastenc.errors import InputError
+from fastenc.errors import InputError, UsageError
 
 FORMAT = "fastenc-gpt2"
 FORMAT_VERSION = 1
@@ -84,10 +84,10 @@ def parse_buckets(text: str | Sequence[str] | None) -> list[int]:
     for item in items:
         hit = [k for k, name in enumerate(BUCKETS) if item == name or item == name.split("_")[0]]
         if not hit:
-            raise InputError(f"unknown bucket {item!r}: use names from {', '.join(BUCKETS)} (or b0..b6, or 'all')")
+            raise UsageError(f"unknown bucket {item!r}: use names from {', '.join(BUCKETS)} (or b0..b6, or 'all')")
         out.add(hit[0])
     if not out:
-        raise InputError("--buckets names no bucket: give e.g. b1,b2,b3 or all")
+        raise UsageError("--buckets names no bucket: give e.g. b1,b2,b3 or all")
     return sorted(out)
 
 

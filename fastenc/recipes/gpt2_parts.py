@@ -9,6 +9,7 @@ import numpy as np
 import xxhash
 
 from fastenc.errors import VerificationError
+from fastenc.run.parts import CappedParts
 from fastenc.recipes.gpt2_format import (
     BUCKETS,
     ENCODING_TEXT,
@@ -62,10 +63,12 @@ class _Part:
         self.first_bucket_doc = -1
 
 
-class BucketWriter:
-    """Appends runs of one bucket's documents to its part files, applying the part rule."""
+class BucketWriter(CappedParts):
+    """Appends runs of one bucket's documents to its part files, under the part rule
+    (``fastenc.run.parts``, in tokens)."""
 
     def __init__(self, b: int, stage, part_tokens: int, decode_every: int, ctx: dict):
+        super().__init__(part_tokens)
         self.b = b
         self.name = BUCKETS[b]
         self.lo, self.hi = bucket_range(b)
@@ -79,24 +82,13 @@ class BucketWriter:
 
     def write(self, ids: np.ndarray, id_off: np.ndarray, s: int, e: int, batch: Batch) -> None:
         """Write documents ``s..e-1`` of an encoded batch (all of this bucket, none empty)."""
-        while s < e:
-            if self.part is None:
-                self._open()
-            room = self.part_tokens - self.part.tokens
-            k = min(e, int(np.searchsorted(id_off, id_off[s] + room, side="right")) - 1)
-            if k <= s:
-                if self.part.docs:
-                    self._close()  # the next document does not fit: it starts the next part
-                    continue
-                k = s + 1  # a document longer than a whole part: a part of its own
-            self._append(ids, id_off, s, k, batch)
-            s = k
+        self.write_items(id_off, s, e, ids, id_off, batch)
 
-    def _open(self) -> None:
+    def _open_part(self) -> None:
         self.part = _Part(len(self.parts), self.name, self.stage)
         self.part.first_bucket_doc = self.docs
 
-    def _append(self, ids, id_off, s: int, k: int, batch: Batch) -> None:
+    def _append(self, s: int, k: int, ids, id_off, batch: Batch) -> None:
         p = self.part
         a, z = int(id_off[s]), int(id_off[k])
         chunk = ids[a:z].astype("<u2", copy=False)  # the card's byte order (no copy on little-endian hosts)
@@ -143,11 +135,8 @@ class BucketWriter:
         p.roundtrip_checked += 1
         p.samples.append([part_doc, batch.source, row])
 
-    def _close(self) -> None:
-        p = self.part
-        if p is None:
-            return
-        self.part = None
+    def _close_part(self) -> None:
+        p, self.part = self.part, None
         p.idx.file.flush()
         p.idx.file.seek(0)
         p.idx.file.write(npy_header(p.docs + 1))
@@ -222,7 +211,7 @@ class BucketWriter:
         self.parts.append(meta)
 
     def finish(self) -> dict:
-        self._close()
+        self.close()
         return {
             "docs": sum(m["docs"] for m in self.parts),
             "tokens": sum(m["tokens"] for m in self.parts),

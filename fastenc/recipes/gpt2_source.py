@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fastenc.arrow_io import iter_string_batches, read_column_rows
+from fastenc.arrow_io import iter_string_batches, read_column_rows, read_row_group
 from fastenc.errors import InputError
 
 
@@ -29,7 +29,7 @@ class _CountColumn:
         self.values = np.empty(0, np.int64)
 
     def _load(self, rg: int) -> None:
-        arr = self.pf.read_row_group(rg, columns=[self.column]).column(0)
+        arr = read_row_group(self.pf, self.path, rg, [self.column]).column(0)
         if arr.null_count:
             mask = arr.is_null().to_numpy(zero_copy_only=False)
             row = int(self.starts[rg]) + int(np.argmax(mask))

@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow.parquet as pq
 
-from fastenc.arrow_io import read_column_rows, resolve_inputs
+from fastenc.arrow_io import arrow_to_flat, read_column_rows, read_row_group, resolve_inputs
 from fastenc.errors import InputError
 from fastenc.recipes.gpt2_format import (
     BUCKETS,
@@ -167,6 +167,12 @@ def _verify(out_dir: Path, source, report: dict) -> None:
     if source is not None and not problems:
         _compare_with_source(out_dir, summary, metas, [Path(p) for p in source], enc, report)
         report["checked_source"] = True
+        how = " and ".join(sorted({"the count column" if f != "re-encoded" else "encoding it again"
+                                   for f in report.get("count_order_from", [])}))
+        report["source_compared"] = (
+            f"the bucket, order and token count of all {report.get('count_order_checked', 0):,} documents, from {how or 'nothing'}; "
+            f"{report.get('roundtrip_checked', 0):,} sampled documents decoded and compared byte for byte"
+        )
 
 
 def _check_meta(stem, meta, part, checks, name, k, docs_before, summary, sha, problems) -> None:
@@ -195,9 +201,10 @@ def _check_meta(stem, meta, part, checks, name, k, docs_before, summary, sha, pr
         bad("its per-source document counts do not add up to its docs")
     c = meta["checks"]
     flags = ("len_bin_eq_idx_last", "idx0_eq_0", "idx_strictly_increasing", "max_token_id_lt_vocab", "reread_equals_written")
-    failed = [f for f in flags if c.get(f) is not True]
-    if failed or c["count_mismatches"] or c["roundtrip_mismatches"] or c["docs_outside_bucket_range"]:
-        bad(f"records failed checks: {failed} {c}")
+    failed = [f"{f} is {c.get(f)!r}" for f in flags if c.get(f) is not True]
+    failed += [f"{f} is {c[f]!r}" for f in ("count_mismatches", "roundtrip_mismatches", "docs_outside_bucket_range") if c[f]]
+    if failed:
+        bad(f"its meta.json records failed checks ({'; '.join(failed)}): the run that wrote it did not pass; rerun it")
     if c["bin_tokens"] != checks["bin_tokens"] or c["idx_last"] != checks["idx_last"] or c["max_token_id"] != checks["max_token_id"]:
         bad(f"counters {c['bin_tokens']}/{c['idx_last']}/{c['max_token_id']} differ from the files' {checks['bin_tokens']}/{checks['idx_last']}/{checks['max_token_id']}")
     if c["roundtrip_checked"] != len(meta["roundtrip_samples"]) or not 0 <= c["count_checked"] <= meta["docs"]:
@@ -277,20 +284,37 @@ def _compare_with_source(out_dir: Path, summary: dict, metas: dict, source: list
                         return
     report["roundtrip_checked"] = checked
 
-    # 2. membership and order, from the sources' count column (when every source has one)
-    count_cols = [s.get("count_column") for s in recorded]
+    # 2. every document's bucket, order and token count: from the sources' count column, or by
+    # encoding the source again where a file has none (the source is at hand: compare all)
     report["count_order_checked"] = 0
-    if not count_cols or not all(count_cols):
-        return
+    _compare_counts(out_dir, summary, paths, recorded, enc, report)
+
+
+def _source_counts(pf, path: Path, rg: int, src: dict, count_column: str | None, enc) -> np.ndarray:
+    """The token count of every document of row group ``rg``: the count column, or the document
+    encoded again."""
+    if count_column:
+        return read_row_group(pf, path, rg, [count_column]).column(0).to_numpy().astype(np.int64)
+    data, offsets = arrow_to_flat(read_row_group(pf, path, rg, [src["column"]]).column(0))
+    return np.diff(enc.encode_arrays(data, offsets)[1]).astype(np.int64)
+
+
+def _compare_counts(out_dir: Path, summary: dict, paths, recorded, enc, report: dict) -> None:
+    problems = report["problems"]
     kept = {BUCKETS.index(n): _BucketCursor(out_dir, summary["buckets"][n]["parts"]) for n in summary["kept_buckets"]}
     docs_per = np.zeros(EMPTY + 1, np.int64)
     tokens_per = np.zeros(EMPTY + 1, np.int64)
     seen = 0
+    report["count_order_from"] = []
     for si, p in enumerate(paths):
         pf = pq.ParquetFile(p)
+        count_column = recorded[si].get("count_column")
+        if count_column not in pf.schema_arrow.names:
+            count_column = None
+        report["count_order_from"].append(count_column or "re-encoded")
         row0 = 0
         for rg in range(pf.metadata.num_row_groups):
-            counts = pf.read_row_group(rg, columns=[count_cols[si]]).column(0).to_numpy().astype(np.int64)
+            counts = _source_counts(pf, Path(p), rg, recorded[si], count_column, enc)
             bk = buckets_of(counts)
             docs_per += np.bincount(bk, minlength=EMPTY + 1)
             tokens_per += np.bincount(bk, weights=counts, minlength=EMPTY + 1).astype(np.int64)
@@ -301,7 +325,7 @@ def _compare_with_source(out_dir: Path, summary: dict, metas: dict, source: list
                     j = int(np.argmax(got != counts[sel][: got.size])) if got.size else 0
                     where = f"{p} row {row0 + int(sel[j])}" if sel.size else str(p)
                     problems.append(
-                        f"{BUCKETS[b]}: the documents do not match the source's {count_cols[si]!r} counts in order "
+                        f"{BUCKETS[b]}: the documents do not match the source's token counts in order "
                         f"(first difference at {where}): a document is missing, extra, misplaced or mis-encoded"
                     )
                     return

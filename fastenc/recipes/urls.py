@@ -60,7 +60,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from fastenc.arrow_io import read_column_rows, resolve_inputs
-from fastenc.errors import InputError, VerificationError
+from fastenc.errors import InputError, VerificationError, UsageError
 from fastenc.progress import format_bytes, progress, summary_line
 from fastenc.run import OutputSpec, Run, make_request
 
@@ -238,7 +238,7 @@ def _check_shard_args(path, shard, num_shards, chunk_urls) -> tuple[Path, int]:
         raise InputError(f"{path} names {len(paths)} files; encode_shard takes one shard file (the CLI takes several)")
     path = paths[0]
     if not 1 <= num_shards < 2**64:
-        raise InputError(f"--num-shards must be at least 1 (got {num_shards})")
+        raise UsageError(f"--num-shards must be at least 1 (got {num_shards})")
     if shard is None:
         shard = shard_from_name(path)
         if shard is None:
@@ -249,7 +249,7 @@ def _check_shard_args(path, shard, num_shards, chunk_urls) -> tuple[Path, int]:
     if not 0 <= shard < num_shards:
         raise InputError(f"shard {shard} is not below --num-shards {num_shards}: check --num-shards (the default is {DEFAULT_NUM_SHARDS})")
     if chunk_urls < 1:
-        raise InputError(f"--chunk-urls must be positive (got {chunk_urls})")
+        raise UsageError(f"--chunk-urls must be positive (got {chunk_urls})")
     return path, shard
 
 
@@ -521,7 +521,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     paths = resolve_inputs(args.inputs)
     if args.shard is not None and len(paths) > 1:
-        raise InputError(f"--shard names one shard but {len(paths)} files were given: pass one file, or name them part-NNNNN")
+        raise UsageError(f"--shard names one shard but {len(paths)} files were given: pass one file, or name them part-NNNNN")
     for path in paths:
         encode_shard(
             path,

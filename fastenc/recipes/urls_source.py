@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fastenc.arrow_io import arrow_to_flat
+from fastenc.arrow_io import arrow_to_flat, read_guard
 from fastenc.errors import InputError
 
 
@@ -128,7 +128,7 @@ def iter_url_batches(path: str | os.PathLike, column: str = "url", *, skip_nulls
     pf, _ = _open_column(path, column)
     md = pf.metadata
     row = 0
-    for rg, table in enumerate(_read_row_groups(path, column, md.num_row_groups)):
+    for rg, table in enumerate(read_guard(path, _read_row_groups(path, column, md.num_row_groups))):
         for arr in table.column(0).chunks:
             m = len(arr)
             rows = None

@@ -26,7 +26,7 @@ def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:
     exactly ``urls`` zeros; every id is in the vocabulary; every URL decoded, put through
     ``canonical()`` and hashed: the hashes ascend, and (when the build checked membership) each
     is in the sidecar's shard (except the URLs the sidecar lists as irreversible, whose original
-    cannot be recovered); ``empty_urls`` and ``url_bytes`` agree. A bin without a sidecar
+    cannot be recovered); ``empty_urls``, ``url_bytes`` and ``max_url_bytes`` agree. A bin without a sidecar
     is reported (an unfinished run). With ``source`` (parquet files, matched to sidecars by
     their file name, or the single source of a single sidecar), the decoded URLs must equal the
     source's, in hash order, byte for byte (stored canonical forms are compared: exact for every URL).
@@ -126,6 +126,7 @@ def _verify_one(out_dir: Path, meta_path: Path, tok_path: Path, tok_sha: str | N
     src_iter = _source_urls(meta, sources, n_sidecars) if sources else None
     if src_iter is not None:
         report["checked_source"] = True
+        report["source_compared"] = "every URL of the bins whose source was given, byte for byte, in hash order"
         report.setdefault("sources_checked", []).append(meta["source"]["file"])
     num_shards = int(meta["num_shards"])
     # URLs whose original canonical() cannot give back: their decoded hash is not their key
@@ -133,7 +134,7 @@ def _verify_one(out_dir: Path, meta_path: Path, tok_path: Path, tok_sha: str | N
     if len(skip) != meta.get("irreversible_urls", 0) or (skip.size and ((np.diff(skip) <= 0).any() or skip[0] < 0 or skip[-1] >= n_urls)):
         problems.append(f"{name}: irreversible_url_indices is not a sorted list of irreversible_urls distinct URL indices")
         return
-    urls = empty = url_bytes = 0
+    urls = empty = url_bytes = max_len = 0
     prev = None
     out_of_shard = disorder = 0
     first_bad: list[str] = []
@@ -157,6 +158,7 @@ def _verify_one(out_dir: Path, meta_path: Path, tok_path: Path, tok_sha: str | N
             lengths = np.diff(offs)
             empty += int(np.count_nonzero(lengths == 0))
             url_bytes += int(offs[-1])
+            max_len = max(max_len, int(lengths.max())) if m else max_len
             if src_iter is not None:
                 bad = src_iter.compare(data, offs, urls)
                 if bad is not None and len(first_bad) < 3:
@@ -171,9 +173,11 @@ def _verify_one(out_dir: Path, meta_path: Path, tok_path: Path, tok_sha: str | N
         problems.append(f"{meta['file']}: the xxh3_64 of the decoded URLs descends {disorder} time(s): not in hash order")
     if out_of_shard:
         problems.append(f"{meta['file']}: {out_of_shard} decoded URLs are not in shard {shard} of {num_shards}")
-    if empty != meta.get("empty_urls") or url_bytes != meta.get("url_bytes"):
-        problems.append(f"{meta['file']}: decodes to {empty} empty URLs / {url_bytes} bytes, the sidecar says "
-                        f"{meta.get('empty_urls')} / {meta.get('url_bytes')}")
+    found = (empty, url_bytes, max_len)
+    said = (meta.get("empty_urls"), meta.get("url_bytes"), meta.get("max_url_bytes"))
+    if found != said:
+        problems.append(f"{meta['file']}: decodes to {empty} empty URLs / {url_bytes} bytes / longest {max_len} bytes, "
+                        f"the sidecar says {said[0]} / {said[1]} / {said[2]} (empty_urls / url_bytes / max_url_bytes)")
     if src_iter is not None:
         problems.extend(f"{meta['file']} vs {src_iter.path.name}: {b}" for b in first_bad)
         tail = src_iter.finish(urls)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from fastenc.errors import InputError, OutputError
+from fastenc.errors import InputError, OutputError, UsageError
 from fastenc.run import staging
 
 __all__ = ["OutputSpec", "Run", "Stats", "make_request", "finished_same", "output_error"]
@@ -203,7 +203,7 @@ class Run:
         import numba
 
         if not 1 <= self.threads <= numba.config.NUMBA_NUM_THREADS:
-            raise InputError(f"--threads must be between 1 and {numba.config.NUMBA_NUM_THREADS} (got {self.threads})")
+            raise UsageError(f"--threads must be between 1 and {numba.config.NUMBA_NUM_THREADS} (got {self.threads})")
         self._old_threads = numba.get_num_threads()
         numba.set_num_threads(self.threads)
 

@@ -217,3 +217,23 @@ def test_output_errors_are_one_line_fastenc_errors(tmp_path):
             run_bytes(ro / "out")
     finally:
         ro.chmod(0o700)
+
+
+def test_invalid_utf8_is_counted_in_every_recipe_meta(tmp_path):
+    """A string column holding invalid UTF-8 (parquet does not check) is encoded byte for byte,
+    and counted in the meta (issue 10, item 8)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fastenc.recipes.bytes import encode_bytes
+    from fastenc.recipes.gpt2 import encode_gpt2
+    from fastenc.recipes.urls import encode_shard
+
+    values = [b"good text", b"bad \xff byte", b"cut \xe2\x82", b"http://a.b/\xc0\x80"]
+    arr = pa.Array.from_buffers(pa.string(), len(values), [None, pa.py_buffer(
+        __import__("numpy").cumsum([0] + [len(v) for v in values]).astype("int32").tobytes()), pa.py_buffer(b"".join(values))])
+    src = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"text": arr, "url": arr}), src)
+    assert encode_gpt2([src], tmp_path / "g", quiet=True)["invalid_utf8_documents"] == 3
+    assert encode_bytes([src], tmp_path / "b", quiet=True)["invalid_utf8_documents"] == 3
+    assert encode_shard(src, tmp_path / "u", shard_check=False, quiet=True)["invalid_utf8_urls"] == 3

@@ -197,12 +197,14 @@ def _load_kernels_in_background() -> threading.Thread:
 
     def load() -> None:
         from fastenc.kernels.bytes_pack import count_high_bytes, pack_documents
+        from fastenc.kernels.utf8 import count_invalid_utf8
 
         data = np.zeros(1, np.uint8)
         data.flags.writeable = False
         offsets = np.array([0, 1], np.int64)
         pack_documents(data, offsets, np.uint8(SEPARATOR), np.int64(256), np.empty(2, np.uint8))
         count_high_bytes(data, offsets, np.uint8(SEPARATOR), np.empty(1, np.int64))
+        count_invalid_utf8(data, offsets)
 
     thread = threading.Thread(target=load, name="fastenc-load-kernels", daemon=True)
     thread.start()
@@ -252,7 +254,8 @@ def encode_bytes(
 def _write_shards(run, paths, infos, column, shard_bytes, val_every, batch_bytes, quiet) -> tuple[dict, dict]:
     """The one pass: pack each batch and route its documents to the split writers (staged files)."""
     kernels_loading = _load_kernels_in_background()
-    counts = {"documents": 0, "stripped_bytes": 0, "documents_with_stripped_bytes": 0, "source_text_bytes": 0}
+    counts = {"documents": 0, "stripped_bytes": 0, "documents_with_stripped_bytes": 0, "source_text_bytes": 0,
+              "invalid_utf8_documents": 0}
     buf = np.empty(0, np.uint8)
     writers = {s: _SplitWriter(s, run.stage, shard_bytes) for s in SPLITS}
     with progress(sum(i.column_bytes for i in infos), unit="B", desc="bytes", quiet=quiet) as bar:
@@ -260,7 +263,10 @@ def _write_shards(run, paths, infos, column, shard_bytes, val_every, batch_bytes
             if batch.num_rows == 0:
                 continue
             kernels_loading.join()
+            from fastenc.kernels.utf8 import count_invalid_utf8  # loaded by the thread above
+
             buf, packed, csum, stripped = _pack_batch(batch.data, batch.offsets, buf)
+            counts["invalid_utf8_documents"] += int(count_invalid_utf8(batch.data, batch.offsets))
             if stripped is not None:
                 counts["stripped_bytes"] += int(stripped.sum())
                 counts["documents_with_stripped_bytes"] += int(np.count_nonzero(stripped))
@@ -302,6 +308,8 @@ def _meta(column, counts, splits, infos, shard_bytes, val_every, request) -> dic
         "source_text_bytes": counts["source_text_bytes"],
         "stripped_bytes": counts["stripped_bytes"],
         "documents_with_stripped_bytes": counts["documents_with_stripped_bytes"],
+        # documents that are not valid UTF-8 (copied as they are, 254/255 stripped): counted so a bad source shows
+        "invalid_utf8_documents": counts["invalid_utf8_documents"],
         "val_every": val_every,
         "val_rule": val_rule_text(val_every),
         "shard_bytes": shard_bytes,

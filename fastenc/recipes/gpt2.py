@@ -208,6 +208,7 @@ class _Tally:
         self.text_bytes = 0
         self.count_checked = 0
         self.n_docs = 0
+        self.invalid_utf8 = 0
 
 
 def _check_counts(counts, expected, batch, src: _Sources, si: int) -> None:
@@ -224,6 +225,8 @@ def _check_counts(counts, expected, batch, src: _Sources, si: int) -> None:
 
 def _encode_all(enc, src: _Sources, writers: dict, kept, batch_bytes: int, quiet: bool) -> _Tally:
     """The streaming pass: encode each batch, count it, and write its runs of same-bucket documents."""
+    from fastenc.kernels.utf8 import count_invalid_utf8
+
     tally = _Tally()
     is_kept = np.zeros(EMPTY + 1, dtype=bool)
     is_kept[kept] = True
@@ -232,6 +235,7 @@ def _encode_all(enc, src: _Sources, writers: dict, kept, batch_bytes: int, quiet
         with progress(sum(i.column_bytes for i in src.infos), unit="B", desc="gpt2", quiet=quiet) as bar:
             for si, batch, expected in reader:
                 ids, id_off = enc.encode_arrays(batch.data, batch.offsets)
+                tally.invalid_utf8 += int(count_invalid_utf8(batch.data, batch.offsets))
                 counts = np.diff(id_off)
                 if expected is not None:
                     _check_counts(counts, expected, batch, src, si)
@@ -295,6 +299,9 @@ def _summary(writers, tally: _Tally, kept, ctx, part_tokens, decode_every, reque
         "kept": {"docs": int(tally.docs[kept].sum()), "tokens": int(tally.tokens[kept].sum())},
         "documents_read": tally.n_docs,
         "empty_documents_skipped": int(tally.docs[EMPTY]),
+        # documents of a string column that are not valid UTF-8 (parquet does not check): encoded
+        # byte by byte like any text, and counted here so that a bad source does not go unnoticed
+        "invalid_utf8_documents": tally.invalid_utf8,
         "source_text_bytes": tally.text_bytes,
         "checks": {
             "count_column": ctx["count_column"],
@@ -324,7 +331,8 @@ def _print_summary(run, summary: dict, tally: _Tally, quiet: bool) -> None:
     summary_line(
         f"fastenc gpt2: {tally.n_docs:,} documents -> {run.out}: kept {summary['kept']['docs']:,} docs / "
         f"{summary['kept']['tokens']:,} tokens in {parts} part(s); docs/tokens per bucket: {per}; "
-        f"{summary['empty_documents_skipped']:,} empty skipped; {tally.count_checked:,} counts checked, "
+        f"{summary['empty_documents_skipped']:,} empty skipped, {tally.invalid_utf8:,} not valid UTF-8; "
+        f"{tally.count_checked:,} counts checked, "
         f"{summary['checks']['roundtrip_checked']:,} round trips, 0 mismatches; {format_bytes(tally.text_bytes)} of text in "
         f"{dt:.2f} s ({format_rate(tally.text_bytes, dt)})",
         quiet=quiet,

@@ -135,12 +135,14 @@ class _Pass(NamedTuple):
     url_bytes: int
     max_url_bytes: int
     seconds: dict
+    invalid_utf8: int
 
 
 def _encode_pass(path: Path, column: str, enc, shard: int, num_shards: int, shard_check: bool, skip_nulls: bool, bar) -> _Pass:
     """One pass over the file: per Arrow chunk, hash every URL, check its shard, and encode it
     (canonical + BPE + the leading 0) into one growing token buffer, in the source's order."""
     from fastenc.kernels.url_pack import count_outside_shard, shard_of
+    from fastenc.kernels.utf8 import count_invalid_utf8
     from fastenc.kernels.xxh3 import xxh3_64_batch
 
     pf, _ = _open_column(path, column)
@@ -157,7 +159,7 @@ def _encode_pass(path: Path, column: str, enc, shard: int, num_shards: int, shar
     bufs = _Buffers()
     seconds = {"read": 0.0, "hash": 0.0, "encode": 0.0}
     rows = None
-    n = n_tok = nulls = outside = empty = url_bytes = max_len = 0
+    n = n_tok = nulls = outside = empty = url_bytes = max_len = invalid = 0
     examples: list[str] = []
     irreversible: dict[int, bytes] = {}
     first_bad = np.empty(5, np.int64)
@@ -186,6 +188,7 @@ def _encode_pass(path: Path, column: str, enc, shard: int, num_shards: int, shar
             samples.add(h, data, offsets, n)
             lengths = np.diff(offsets)
             empty += int(np.count_nonzero(lengths == 0))
+            invalid += int(count_invalid_utf8(data, offsets))
             url_bytes += int(offsets[-1])
             max_len = max(max_len, int(lengths.max()))
         t2 = time.perf_counter()
@@ -206,7 +209,7 @@ def _encode_pass(path: Path, column: str, enc, shard: int, num_shards: int, shar
         bar.update(batch.num_rows)
     del bufs
     return _Pass(n, hashes[:n], tokens[:n_tok], tok_offsets[: n + 1], rows, nulls, n_rows, outside, examples, irreversible,
-                 samples, empty, url_bytes, max_len, seconds)
+                 samples, empty, url_bytes, max_len, seconds, invalid)
 
 # ----------------------------------------------------------------------------------------------
 # The recipe
@@ -468,6 +471,7 @@ def _sidecar(job: _Job, p: _Pass, o: _Order, n_tokens: int, digest: str, check: 
         },
         "null_urls_skipped": p.nulls,
         "empty_urls": p.empty,
+        "invalid_utf8_urls": p.invalid_utf8,  # kept byte for byte like every URL; counted so a bad source shows
         "url_bytes": p.url_bytes,
         "max_url_bytes": p.max_url_bytes,
         # URLs on which the card's canonical() is not self-inverse (malformed hosts such as

@@ -1,4 +1,4 @@
-"""Parquet in, flat arrays out; files out through temporary names.
+"""Parquet in, flat arrays out: every input is read here (the URL recipe's column reader too).
 
 Everything the recipes share about I/O lives here:
 
@@ -10,18 +10,15 @@ Everything the recipes share about I/O lives here:
   the form every kernel takes.
 - ``arrow_to_flat``: the same conversion for one Arrow array (sliced or chunked arrays too).
 - ``read_column_rows``: a few rows as Python values, for verifying samples.
-- ``AtomicFile`` / ``AtomicGroup`` / ``atomic_output`` / ``write_json_atomic``: output goes to
-  ``<final>.tmp-<pid>-<random>`` in the same directory, is fsynced, and is renamed onto the final
-  name only when complete; any exception (KeyboardInterrupt included) deletes the temporary.
+- ``read_guard`` / ``read_row_group``: a damaged page becomes one ``InputError`` naming the file.
+
+Writing is not here: every output goes through the run skeleton (``fastenc.run``).
 """
 from __future__ import annotations
 
-import contextlib
 import glob
-import json
 import os
 import re
-import secrets
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
@@ -43,11 +40,6 @@ __all__ = [
     "read_column_rows",
     "read_guard",
     "read_row_group",
-    "AtomicFile",
-    "AtomicGroup",
-    "atomic_output",
-    "write_json_atomic",
-    "remove_stale_temps",
     "DEFAULT_BATCH_BYTES",
 ]
 
@@ -403,164 +395,3 @@ def read_column_rows(path: str | os.PathLike, column: str, rows: Sequence[int]) 
         for k in ks:
             out[k] = arr[rows[k] - base].as_py()
     return out
-
-
-# ----------------------------------------------------------------------------------------------
-# Atomic output
-# ----------------------------------------------------------------------------------------------
-
-_TEMP_RE = re.compile(r"\.tmp-(\d+)-[0-9a-f]+$")
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-class AtomicFile:
-    """A file written under ``<final>.tmp-<pid>-<random>`` and renamed onto ``final`` when done.
-
-    ``finish()`` flushes, fsyncs and closes the temporary; ``rename()`` moves it onto the final
-    name (replacing an old file atomically); ``commit()`` does both; ``discard()`` deletes the
-    temporary. Use through ``atomic_output`` or ``AtomicGroup``.
-    """
-
-    def __init__(self, final_path: str | os.PathLike, mode: str = "wb", **open_kwargs):
-        if not mode.startswith("w"):
-            raise ValueError("AtomicFile writes new files only: mode must start with 'w'")
-        self.final_path = Path(final_path)
-        self.temp_path = self.final_path.with_name(f"{self.final_path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-        self.file = open(self.temp_path, mode, **open_kwargs)
-        self.state = "open"
-
-    def finish(self) -> None:
-        if self.state != "open":
-            return
-        self.file.flush()
-        os.fsync(self.file.fileno())
-        self.file.close()
-        self.state = "finished"
-
-    def rename(self) -> None:
-        if self.state == "open":
-            self.finish()
-        if self.state != "finished":
-            raise RuntimeError(f"cannot rename {self.temp_path}: it is {self.state}")
-        os.replace(self.temp_path, self.final_path)
-        self.state = "committed"
-
-    def commit(self) -> None:
-        self.finish()
-        self.rename()
-        _fsync_dir(self.final_path.parent)
-
-    def discard(self) -> None:
-        if self.state in ("committed", "discarded"):
-            return
-        try:
-            self.file.close()
-        except Exception:  # closing a broken file must not hide the original error
-            pass
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.temp_path)
-        self.state = "discarded"
-
-
-@contextlib.contextmanager
-def atomic_output(final_path: str | os.PathLike, mode: str = "wb", **open_kwargs):
-    """``with atomic_output(path) as f: f.write(...)``: ``path`` appears only once complete.
-
-    The temporary is fsynced and renamed on success; on any exception (KeyboardInterrupt
-    included) it is deleted and the exception propagates; an old file at ``path`` is then untouched.
-    """
-    af = AtomicFile(final_path, mode, **open_kwargs)
-    try:
-        yield af.file
-    except BaseException:
-        af.discard()
-        raise
-    af.commit()
-
-
-class AtomicGroup:
-    """Several ``AtomicFile``s that appear together: nothing is renamed until ``commit()``.
-
-    ``open(path)`` starts a file; files opened later are renamed later, so open the sidecar
-    (e.g. ``meta.json``) last and it appears last. Leaving the ``with`` block by an exception
-    deletes every temporary; leaving it normally commits whatever is not yet committed. For
-    work between "all data durable" and "renamed", call ``finish()`` then ``commit()``.
-    """
-
-    def __init__(self):
-        self.files: list[AtomicFile] = []
-
-    def open(self, final_path: str | os.PathLike, mode: str = "wb", **open_kwargs) -> AtomicFile:
-        af = AtomicFile(final_path, mode, **open_kwargs)
-        self.files.append(af)
-        return af
-
-    def finish(self) -> None:
-        for af in self.files:
-            af.finish()
-
-    def commit(self) -> None:
-        self.finish()
-        for af in self.files:
-            if af.state != "committed":
-                af.rename()
-        for parent in {af.final_path.parent for af in self.files}:
-            _fsync_dir(parent)
-
-    def discard(self) -> None:
-        for af in self.files:
-            af.discard()
-
-    def __enter__(self) -> "AtomicGroup":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            self.discard()
-        else:
-            self.commit()
-
-
-def write_json_atomic(path: str | os.PathLike, obj, *, sort_keys: bool = False) -> None:
-    """Write ``obj`` as JSON (indent 2, UTF-8, trailing newline) through a temporary name."""
-    text = json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n"
-    with atomic_output(path, "w", encoding="utf-8") as f:
-        f.write(text)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def remove_stale_temps(directory: str | os.PathLike) -> list[Path]:
-    """Delete ``*.tmp-<pid>-<hex>`` files in ``directory`` left by processes that are gone
-    (a run killed with SIGKILL cannot clean up after itself). Returns what was removed."""
-    removed = []
-    d = Path(directory)
-    if not d.is_dir():
-        return removed
-    for p in d.iterdir():
-        m = _TEMP_RE.search(p.name)
-        if m and p.is_file() and not _pid_alive(int(m.group(1))):
-            with contextlib.suppress(FileNotFoundError):
-                p.unlink()
-            removed.append(p)
-    return removed

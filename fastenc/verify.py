@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import sys
 from pathlib import Path
 from typing import Sequence
 
@@ -68,27 +67,3 @@ def verify_dir(out_dir: str | Path, source: Sequence[str | Path] | None = None) 
     report = module.verify_output(out_dir, src)
     report.setdefault("format", fmt)
     return report
-
-
-def add_arguments(p) -> None:
-    p.add_argument("out", metavar="OUT", help="an output directory written by a fastenc recipe")
-    p.add_argument("--source", nargs="+", metavar="PARQUET",
-                   help="also re-read these inputs (files, directories or globs) and compare the content")
-    p.add_argument("--json", action="store_true", help="print the full report as JSON on stdout")
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing; the exit status tells (0 ok, 1 failed)")
-
-
-def run(args) -> int:
-    report = verify_dir(args.out, args.source)
-    if args.json:
-        print(json.dumps(report, indent=2))
-    if not args.quiet:
-        if report["ok"]:
-            counts = ", ".join(f"{k} {v:,}" for k, v in report.items() if isinstance(v, int) and not isinstance(v, bool))
-            src = f" and the source ({report.get('source_compared', 'compared')})" if report.get("checked_source") else ""
-            print(f"fastenc verify: OK: {args.out} is consistent {report['format']} output{src} ({counts})", file=sys.stderr)
-        else:
-            print(f"fastenc verify: FAILED: {args.out} ({report['format']}): {len(report['problems'])} problem(s)", file=sys.stderr)
-            for problem in report["problems"]:
-                print(f"  - {problem}", file=sys.stderr)
-    return 0 if report["ok"] else 1

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from fastenc.errors import InputError
 from fastenc.kernels.bytes_pack import count_high_bytes, pack_documents
-from fastenc.recipes.bytes import encode_bytes, parse_size, verify_output
+from fastenc.cli.options import parse_size
+from fastenc.recipes.bytes import encode_bytes, verify_output
 from fastenc.verify import verify_dir
 
 REPO = Path(__file__).resolve().parents[1]

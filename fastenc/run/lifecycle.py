@@ -101,6 +101,32 @@ def output_error(exc: OSError, out: Path) -> OutputError:
     return OutputError(f"cannot write the output {out}: {exc.strerror or exc} ({where}); nothing was published: {fix}")
 
 
+def set_threads(n: int) -> int:
+    """Set Numba's thread count (checked); returns the previous one."""
+    import numba
+
+    if not 1 <= n <= numba.config.NUMBA_NUM_THREADS:
+        raise UsageError(f"--threads must be between 1 and {numba.config.NUMBA_NUM_THREADS} (got {n})")
+    old = numba.get_num_threads()
+    numba.set_num_threads(n)
+    return old
+
+
+@contextlib.contextmanager
+def thread_count(n: int | None) -> Iterator[None]:
+    """``with thread_count(n):`` Numba runs on ``n`` threads inside, the previous count after."""
+    if n is None:
+        yield
+        return
+    old = set_threads(n)
+    try:
+        yield
+    finally:
+        import numba
+
+        numba.set_num_threads(old)
+
+
 class Stats:
     """One run's timings and counters: ``with stats.time("encode"): ...``, ``stats.add("docs", n)``."""
 
@@ -198,14 +224,8 @@ class Run:
                              "pass --overwrite to replace it, or choose another directory")
 
     def _set_threads(self) -> None:
-        if self.threads is None:
-            return
-        import numba
-
-        if not 1 <= self.threads <= numba.config.NUMBA_NUM_THREADS:
-            raise UsageError(f"--threads must be between 1 and {numba.config.NUMBA_NUM_THREADS} (got {self.threads})")
-        self._old_threads = numba.get_num_threads()
-        numba.set_num_threads(self.threads)
+        if self.threads is not None:
+            self._old_threads = set_threads(self.threads)
 
     # -- the stage and the commit ---------------------------------------------------------------
 

@@ -10,7 +10,7 @@ import xxhash
 
 from fastenc.errors import VerificationError
 from fastenc.run.parts import CappedParts
-from fastenc.recipes.gpt2_format import (
+from fastenc.recipes.gpt2.format import (
     BUCKETS,
     ENCODING_TEXT,
     FORMAT,
@@ -23,7 +23,7 @@ from fastenc.recipes.gpt2_format import (
     npy_header,
     part_stem,
 )
-from fastenc.recipes.gpt2_source import describe_document
+from fastenc.recipes.gpt2.source import describe_document
 
 
 class Batch:

@@ -49,6 +49,7 @@ DEFAULT_VAL_EVERY = 1000
 DEFAULT_BATCH_BYTES = 16 << 20
 META_NAME = "meta.json"
 SPLITS = ("train", "val")
+TEXT_CANDIDATES = ("text", "content")
 _SHARD_RE = re.compile(r"^(train|val)_(\d{5,})\.bin$")
 
 SHARD_RULE = (
@@ -215,7 +216,7 @@ def encode_bytes(
     inputs: Sequence[str | os.PathLike],
     out_dir: str | os.PathLike,
     *,
-    column: str = "text",
+    column: str | None = None,
     shard_bytes: int = DEFAULT_SHARD_BYTES,
     val_every: int = DEFAULT_VAL_EVERY,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
@@ -224,6 +225,8 @@ def encode_bytes(
     quiet: bool = False,
 ) -> dict:
     """Encode the ``column`` documents of ``inputs`` into ``out_dir``; returns the meta (as written).
+
+    ``column``: default ``text`` when a file has it, else ``content`` (the summary line names it).
 
     ``inputs``: parquet files, directories or globs, read in the order given. ``out_dir`` must be
     absent or empty; if it already holds the finished output of the same request (same input files,
@@ -238,7 +241,7 @@ def encode_bytes(
         raise UsageError(f"--val-every must be 0 (no val split) or positive (got {val_every})")
     check_batch_bytes(batch_bytes)
     paths = resolve_inputs(as_input_list(inputs))
-    infos = inspect_inputs(paths, column, allow_binary=True)
+    infos = inspect_inputs(paths, column, candidates=None if column else TEXT_CANDIDATES, allow_binary=True)
     request = make_request("bytes", paths, {"column": column, "shard_bytes": shard_bytes, "val_every": val_every})
     with Run(OUTPUT, out_dir, request, overwrite=overwrite, threads=threads) as run:
         if run.done is not None:
@@ -259,7 +262,8 @@ def _write_shards(run, paths, infos, column, shard_bytes, val_every, batch_bytes
     buf = np.empty(0, np.uint8)
     writers = {s: _SplitWriter(s, run.stage, shard_bytes) for s in SPLITS}
     with progress(sum(i.column_bytes for i in infos), unit="B", desc="bytes", quiet=quiet) as bar:
-        for batch in iter_string_batches(paths, column, batch_bytes=batch_bytes, allow_binary=True):
+        for batch in iter_string_batches(paths, column, batch_bytes=batch_bytes, allow_binary=True,
+                                         candidates=None if column else TEXT_CANDIDATES):
             if batch.num_rows == 0:
                 continue
             kernels_loading.join()
@@ -289,7 +293,7 @@ def _meta(column, counts, splits, infos, shard_bytes, val_every, request) -> dic
     sources, first = [], 0
     for info in infos:  # exact: a file gives as many documents as its footer has rows (checked)
         sources.append({"path": os.path.abspath(info.path), "rows": info.num_rows, "file_bytes": info.file_bytes,
-                        "column_type": info.arrow_type, "first_document": first})
+                        "column": info.column, "column_type": info.arrow_type, "first_document": first})
         first += info.num_rows
     n_docs = counts["documents"]
     total_bytes = splits["train"]["bytes"] + splits["val"]["bytes"]
@@ -301,7 +305,7 @@ def _meta(column, counts, splits, infos, shard_bytes, val_every, request) -> dic
         "separator": SEPARATOR,
         "separator_token": "<|doc|>",
         "reserved_byte": RESERVED,
-        "column": column,
+        "column": infos[0].column if infos else column,
         "documents": n_docs,
         "bytes": total_bytes,
         "text_bytes": total_bytes - n_docs,
@@ -324,7 +328,7 @@ def _print_summary(run, meta: dict, quiet: bool) -> None:
     dt = run.stats.elapsed()
     tr, va = meta["splits"]["train"], meta["splits"]["val"]
     summary_line(
-        f"fastenc bytes: {meta['documents']:,} documents -> {run.out}: train {tr['documents']:,} docs in "
+        f"fastenc bytes: {meta['documents']:,} documents (column {meta['column']!r}) -> {run.out}: train {tr['documents']:,} docs in "
         f"{len(tr['shards'])} shard(s), val {va['documents']:,} docs in {len(va['shards'])} shard(s); "
         f"{format_bytes(meta['bytes'])} written in {dt:.2f} s ({format_rate(meta['source_text_bytes'], dt)} of text); "
         f"{meta['stripped_bytes']:,} bytes 254/255 stripped",
@@ -557,59 +561,3 @@ def _compare_with_source(out_dir: Path, meta: dict, source: list[Path], problems
             problems.append(f"{split}: the shards hold more bytes than the source documents give")
     if g != meta["documents"]:
         problems.append(f"the source has {g} documents, meta.json says {meta['documents']}")
-
-
-# ----------------------------------------------------------------------------------------------
-# Command line
-# ----------------------------------------------------------------------------------------------
-
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?i?[bB]?)\s*$")
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
-          "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30, "gib": 2**30, "ti": 2**40, "tib": 2**40}
-
-
-def parse_size(text: str) -> int:
-    """``'500MB' -> 500_000_000``, ``'64MiB' -> 67108864``, ``'1000' -> 1000`` (decimal units by default)."""
-    m = _SIZE_RE.match(str(text))
-    unit = m.group(2).lower() if m else None
-    if not m or unit not in _UNITS:
-        raise ValueError(f"not a size: {text!r} (use e.g. 500000000, 500MB or 512MiB)")
-    return int(float(m.group(1)) * _UNITS[unit])
-
-
-def _size_arg(text: str) -> int:
-    import argparse
-
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def add_arguments(p) -> None:
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="parquet files, directories of them, or globs; read in the order given")
-    p.add_argument("-o", "--out", required=True, help="output directory (created; must be empty unless --overwrite)")
-    p.add_argument("--column", default="text", help="text column to read (default: text)")
-    p.add_argument("--shard-bytes", type=_size_arg, default=DEFAULT_SHARD_BYTES,
-                   help="shard size limit; shards end at document boundaries (default: 500MB)")
-    p.add_argument("--val-every", type=int, default=DEFAULT_VAL_EVERY,
-                   help="document i (0-based) goes to val iff i %% N == N-1 (default: 1000; 0: no val split)")
-    p.add_argument("--batch-bytes", type=_size_arg, default=DEFAULT_BATCH_BYTES, help="read batch size (memory; the output does not depend on it)")
-    p.add_argument("--threads", type=int, default=None, help="Numba threads (default: every core; the output does not depend on it)")
-    p.add_argument("--overwrite", action="store_true", help="replace a previous bytes output in OUT")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary line")
-
-
-def run(args) -> int:
-    encode_bytes(
-        args.inputs,
-        args.out,
-        column=args.column,
-        shard_bytes=args.shard_bytes,
-        val_every=args.val_every,
-        batch_bytes=args.batch_bytes,
-        threads=args.threads,
-        overwrite=args.overwrite,
-        quiet=args.quiet,
-    )
-    return 0

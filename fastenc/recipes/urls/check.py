@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fastenc.recipes.urls_bin import count_tokens_equal
-from fastenc.recipes.urls_format import _show
+from fastenc.recipes.urls.bin import count_tokens_equal
+from fastenc.recipes.urls.format import _show
 
 VERIFY_SAMPLE = 1000  # URLs each from the head, the middle and the tail of the bin
 

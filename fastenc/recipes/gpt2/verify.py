@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from fastenc.arrow_io import arrow_to_flat, read_column_rows, read_row_group, resolve_inputs
 from fastenc.errors import InputError
-from fastenc.recipes.gpt2_format import (
+from fastenc.recipes.gpt2.format import (
     BUCKETS,
     EMPTY,
     FORMAT,

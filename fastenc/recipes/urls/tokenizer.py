@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from fastenc.errors import InputError, VocabError
-from fastenc.recipes.urls_format import EOS_TOKEN, TOKENIZER_DIR, TOKENIZER_FILES
+from fastenc.recipes.urls.format import EOS_TOKEN, TOKENIZER_DIR, TOKENIZER_FILES
 
 
 def _load_tokenizer(tokenizer: str | os.PathLike):

@@ -12,10 +12,10 @@ import numpy as np
 
 from fastenc.arrow_io import resolve_inputs
 from fastenc.errors import InputError
-from fastenc.recipes.urls_bin import iter_decoded
-from fastenc.recipes.urls_format import _BIN_RE, _SIDECAR_RE, FORMAT, FORMAT_VERSION, TOKENIZER_DIR, bin_name, sidecar_name
-from fastenc.recipes.urls_source import read_url_column
-from fastenc.recipes.urls_tokenizer import _sha256_file
+from fastenc.recipes.urls.bin import iter_decoded
+from fastenc.recipes.urls.format import _BIN_RE, _SIDECAR_RE, FORMAT, FORMAT_VERSION, TOKENIZER_DIR, bin_name, sidecar_name
+from fastenc.recipes.urls.source import read_url_column
+from fastenc.recipes.urls.tokenizer import _sha256_file
 
 
 def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:

@@ -1,7 +1,7 @@
 """Command line: ``python -m fastenc`` / ``fastenc``.
 
-Subcommands are provided by small modules; each exposes ``add_arguments(parser)`` and
-``run(args) -> int`` (the exit status). A bare ``*.parquet`` path (no subcommand) means
+Subcommands are the modules of this package; each exposes ``add_arguments(parser)`` and
+``run(args) -> int`` (the exit status), and takes its shared flags from ``options``. A bare ``*.parquet`` path (no subcommand) means
 ``urls``, so ``python -m fastenc part-00042.parquet -o OUT`` runs the URL recipe.
 """
 from __future__ import annotations
@@ -13,13 +13,21 @@ import sys
 # name -> (module, one-line help). Modules are imported lazily so that ``--help`` and
 # the lightweight commands do not pay for importing numba.
 SUBCOMMANDS = {
-    "urls": ("fastenc.recipes.urls", "URL parquet shard -> xxh3-ordered uint16 token bin + sidecar"),
-    "gpt2": ("fastenc.recipes.gpt2", "documents -> GPT-2 uint16 bins bucketed by token length"),
-    "bytes": ("fastenc.recipes.bytes", "documents -> raw UTF-8 uint8 shards with 0xFE separators"),
-    "verify": ("fastenc.verify", "re-check a finished output directory from its files alone"),
-    "decode": ("fastenc.decode_cli", "print the texts stored in a token bin"),
-    "encode": ("fastenc.encode_cli", "encode a text file (or stdin) and print or save the ids"),
+    "urls": ("fastenc.cli.urls", "URL parquet shard(s) -> xxh3-ordered uint16 token bin + sidecar"),
+    "gpt2": ("fastenc.cli.gpt2", "documents -> GPT-2 uint16 bins bucketed by token length"),
+    "bytes": ("fastenc.cli.bytes", "documents -> raw UTF-8 uint8 shards with 0xFE separators"),
+    "verify": ("fastenc.cli.verify", "re-check a finished output directory from its files alone (and against its source)"),
+    "decode": ("fastenc.cli.decode", "print the documents (or URLs) stored in any fastenc output, a directory or one bin"),
+    "encode": ("fastenc.cli.encode", "encode a text file (or stdin) and print the ids, or write them to -o DIR"),
 }
+
+EPILOG = """\
+A bare path ending in .parquet runs the 'urls' recipe: fastenc part-00042.parquet -o OUT
+
+Shared flags: -o/--out DIR, -t/--tokenizer, --column, --threads, --batch-bytes, -q/--quiet, --json.
+Exit status: 0 ok; 1 bad input or environment (named in one line), or a failed check;
+2 usage error; 130 interrupted (nothing is published: every output appears in one step).
+"""
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -30,7 +38,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fastenc",
         description="Exact Numba encoders: parquet shards of web data -> flat token bins.",
-        epilog="A bare path ending in .parquet runs the 'urls' recipe: fastenc part-00042.parquet -o OUT",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"fastenc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

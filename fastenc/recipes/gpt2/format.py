@@ -1,6 +1,6 @@
 """The on-disk format of the GPT-2 recipe: names, buckets, and the checks of one part's files.
 
-Shared by the writer (``gpt2_parts``), the recipe (``gpt2``) and the verifier (``gpt2_verify``),
+Shared by the writer (``gpt2.parts``), the recipe (``gpt2``) and the verifier (``gpt2.verify``),
 so that what is written and what is re-checked come from one definition. See docs/gpt2.md and
 the dataset card ``gpt2-long-context.md``::
 
@@ -19,7 +19,7 @@ import numpy as np
 import xxhash
 from numpy.lib import format as npy_format
 
-from fastenc.errors import InputError, UsageError
+from fastenc.errors import UsageError
 
 FORMAT = "fastenc-gpt2"
 FORMAT_VERSION = 1

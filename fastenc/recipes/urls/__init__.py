@@ -41,13 +41,13 @@ URL (hashes, token offsets, order, sorted keys), plus a few Arrow row groups and
 This module is the recipe's flow (the streaming pass, ``encode_shard``, the CLI); each stage's
 pieces live in a module of their own, and their public names are importable from here too:
 
-- ``urls_format``     file names, sidecar constants, the shard/order/layout rules
-- ``urls_source``     reading the URL column of a parquet file (batches, or whole)
-- ``urls_tokenizer``  loading the tokenizer, checking and copying OUT/tokenizer/
-- ``urls_encode``     ``encode_url_chunk``: URLs -> ``[0] ++ ids`` spans
-- ``urls_bin``        the bin file: the background chunk writer, reading and decoding it back
-- ``urls_check``      the read-back check of a just-written bin (stage 4) and its samples
-- ``urls_verify``     ``verify_output``: ``fastenc verify OUT`` for URL outputs
+- ``urls.format``     file names, sidecar constants, the shard/order/layout rules
+- ``urls.source``     reading the URL column of a parquet file (batches, or whole)
+- ``urls.tokenizer``  loading the tokenizer, checking and copying OUT/tokenizer/
+- ``urls.encode``     ``encode_url_chunk``: URLs -> ``[0] ++ ids`` spans
+- ``urls.bin``        the bin file: the background chunk writer, reading and decoding it back
+- ``urls.check``      the read-back check of a just-written bin (stage 4) and its samples
+- ``urls.verify``     ``verify_output``: ``fastenc verify OUT`` for URL outputs
 """
 from __future__ import annotations
 
@@ -68,10 +68,10 @@ from fastenc.run import OutputSpec, Run, make_request
 # module stays the recipe's one entry point (``fastenc urls``, ``fastenc verify``, the tests).
 # The flow looks them up here (tests monkeypatch ``encode_url_chunk`` and ``_verify_written`` on
 # this module), which is also why the streaming pass ``_encode_pass`` stays in this file.
-from fastenc.recipes.urls_bin import _ChunkWriter, count_tokens_equal, iter_decoded  # noqa: F401
-from fastenc.recipes.urls_check import VERIFY_SAMPLE, _Check, _sample_indices, _SampleWindows, _verify_written
-from fastenc.recipes.urls_encode import EncodedUrls, _Buffers, encode_url_chunk  # noqa: F401
-from fastenc.recipes.urls_format import (  # noqa: F401
+from fastenc.recipes.urls.bin import _ChunkWriter, count_tokens_equal, iter_decoded  # noqa: F401
+from fastenc.recipes.urls.check import VERIFY_SAMPLE, _Check, _sample_indices, _SampleWindows, _verify_written
+from fastenc.recipes.urls.encode import EncodedUrls, _Buffers, encode_url_chunk  # noqa: F401
+from fastenc.recipes.urls.format import (  # noqa: F401
     EOS_TOKEN,
     FORMAT,
     FORMAT_VERSION,
@@ -85,7 +85,7 @@ from fastenc.recipes.urls_format import (  # noqa: F401
     shard_from_name,
     sidecar_name,
 )
-from fastenc.recipes.urls_source import (  # noqa: F401
+from fastenc.recipes.urls.source import (  # noqa: F401
     UrlBatch,
     UrlColumn,
     _column_bytes,
@@ -94,8 +94,8 @@ from fastenc.recipes.urls_source import (  # noqa: F401
     iter_url_batches,
     read_url_column,
 )
-from fastenc.recipes.urls_tokenizer import _check_tokenizer_dir, _copy_tokenizer, _load_tokenizer, _sha256_file
-from fastenc.recipes.urls_verify import verify_output  # noqa: F401  (fastenc.verify calls it from here)
+from fastenc.recipes.urls.tokenizer import _check_tokenizer_dir, _copy_tokenizer, _load_tokenizer
+from fastenc.recipes.urls.verify import verify_output  # noqa: F401  (fastenc.verify calls it from here)
 
 DEFAULT_NUM_SHARDS = 2048
 DEFAULT_CHUNK_URLS = 1_000_000
@@ -500,45 +500,3 @@ def _print_summary(job: _Job, run, meta: dict, nulls: int) -> None:
         f"shard {job.shard} of {job.num_shards}{'' if job.shard_check else ' (not checked)'}, {nulls:,} nulls skipped",
         quiet=job.quiet,
     )
-
-# ----------------------------------------------------------------------------------------------
-# Command line
-# ----------------------------------------------------------------------------------------------
-
-
-def add_arguments(p) -> None:
-    p.add_argument("inputs", nargs="+", metavar="PARQUET", help="URL shard(s) such as part-00042.parquet (files, directories or globs)")
-    p.add_argument("-o", "--out", required=True, help="output directory (created; may hold other shards' outputs)")
-    p.add_argument("--column", default="url", help="URL column (default: url)")
-    p.add_argument("--shard", type=int, default=None, help="shard index (default: the NNNNN of part-NNNNN in the file name)")
-    p.add_argument("--num-shards", type=int, default=DEFAULT_NUM_SHARDS, help=f"shards in the corpus (default: {DEFAULT_NUM_SHARDS})")
-    p.add_argument("--no-shard-check", dest="shard_check", action="store_false",
-                   help="do not require (xxh3_64(url) * num_shards) >> 64 == shard (for inputs that are not shards)")
-    p.add_argument("--skip-nulls", action="store_true", help="drop null URLs (counted in the sidecar) instead of failing")
-    p.add_argument("--tokenizer", default="urls", help="'urls' (built in) or a URL tokenizer.json / its folder")
-    p.add_argument("--chunk-urls", type=int, default=DEFAULT_CHUNK_URLS, help="URLs gathered and written per chunk (memory; the output does not depend on it)")
-    p.add_argument("--threads", type=int, default=None, help="Numba threads (default: all cores); the output does not depend on it")
-    p.add_argument("--overwrite", action="store_true", help="replace an earlier output of the same shard in OUT")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars and no summary line")
-
-
-def run(args) -> int:
-    paths = resolve_inputs(args.inputs)
-    if args.shard is not None and len(paths) > 1:
-        raise UsageError(f"--shard names one shard but {len(paths)} files were given: pass one file, or name them part-NNNNN")
-    for path in paths:
-        encode_shard(
-            path,
-            args.out,
-            column=args.column,
-            shard=args.shard,
-            num_shards=args.num_shards,
-            shard_check=args.shard_check,
-            skip_nulls=args.skip_nulls,
-            tokenizer=args.tokenizer,
-            chunk_urls=args.chunk_urls,
-            threads=args.threads,
-            overwrite=args.overwrite,
-            quiet=args.quiet,
-        )
-    return 0

@@ -36,8 +36,8 @@ naming the document; nothing appears under a final name):
   and the bytes read equal the bytes written (xxh3).
 
 Code layout: this module is the recipe itself (``encode_gpt2``) and its command line; the format
-(names, buckets, part checks) is in ``gpt2_format``, reading in ``gpt2_source``, the part writer
-in ``gpt2_parts`` and ``fastenc verify``'s checks in ``gpt2_verify`` (re-exported here).
+(names, buckets, part checks) is in ``gpt2.format``, reading in ``gpt2.source``, the part writer
+in ``gpt2.parts`` and ``fastenc verify``'s checks in ``gpt2.verify`` (re-exported here).
 """
 from __future__ import annotations
 
@@ -48,12 +48,12 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from fastenc.arrow_io import as_input_list, check_batch_bytes, inspect_inputs, resolve_inputs
-from fastenc.errors import InputError, VerificationError, UsageError
+from fastenc.errors import UsageError, VerificationError
 from fastenc.progress import format_bytes, format_rate, progress, summary_line
 from fastenc.run import OutputSpec, Run, make_request
 # The format's names are re-exported here too: ``fastenc.recipes.gpt2`` stays the one import
 # for callers (tests, bench, ``fastenc verify``, which calls ``verify_output`` from this module).
-from fastenc.recipes.gpt2_format import (  # noqa: F401  (re-exports)
+from fastenc.recipes.gpt2.format import (  # noqa: F401  (re-exports)
     BUCKETS,
     EDGES,
     EMPTY,
@@ -74,9 +74,9 @@ from fastenc.recipes.gpt2_format import (  # noqa: F401  (re-exports)
     part_stem,
     summary_tsv,
 )
-from fastenc.recipes.gpt2_parts import Batch, BucketWriter
-from fastenc.recipes.gpt2_source import Prefetch, count_column_of, describe_document, iter_source
-from fastenc.recipes.gpt2_verify import verify_output  # noqa: F401  (re-export: fastenc verify calls it here)
+from fastenc.recipes.gpt2.parts import Batch, BucketWriter
+from fastenc.recipes.gpt2.source import Prefetch, count_column_of, describe_document, iter_source
+from fastenc.recipes.gpt2.verify import verify_output  # noqa: F401  (re-export: fastenc verify calls it here)
 
 #: 2**28 tokens = 512 MiB of bin per part: a few hundred parts for a 100 B-token corpus, each
 #: small enough to download, memmap, hash and verify on its own, and big enough that the
@@ -329,7 +329,8 @@ def _print_summary(run, summary: dict, tally: _Tally, quiet: bool) -> None:
     )
     parts = sum(len(buckets[name]["parts"]) for name in BUCKETS)
     summary_line(
-        f"fastenc gpt2: {tally.n_docs:,} documents -> {run.out}: kept {summary['kept']['docs']:,} docs / "
+        f"fastenc gpt2: {tally.n_docs:,} documents (column {summary['sources'][0]['column'] if summary['sources'] else '-'!r}) "
+        f"-> {run.out}: kept {summary['kept']['docs']:,} docs / "
         f"{summary['kept']['tokens']:,} tokens in {parts} part(s); docs/tokens per bucket: {per}; "
         f"{summary['empty_documents_skipped']:,} empty skipped, {tally.invalid_utf8:,} not valid UTF-8; "
         f"{tally.count_checked:,} counts checked, "
@@ -337,57 +338,3 @@ def _print_summary(run, summary: dict, tally: _Tally, quiet: bool) -> None:
         f"{dt:.2f} s ({format_rate(tally.text_bytes, dt)})",
         quiet=quiet,
     )
-
-
-# ----------------------------------------------------------------------------------------------
-# Command line
-# ----------------------------------------------------------------------------------------------
-
-
-def _size_arg(text: str) -> int:
-    import argparse
-
-    from fastenc.recipes.bytes import parse_size
-
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def add_arguments(p) -> None:
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="parquet files, directories of them, or globs; read in the order given")
-    p.add_argument("-o", "--out", required=True, help="output directory (created; must be empty unless --overwrite)")
-    p.add_argument("--column", default=None, help="text column (default: 'content' when present, else 'text')")
-    p.add_argument("--buckets", default=None,
-                   help="buckets to write, e.g. b1,b2,b3 (default: all of b0..b6); the others are counted and dropped")
-    p.add_argument("--part-tokens", type=_size_arg, default=DEFAULT_PART_TOKENS,
-                   help="part size limit in tokens; parts end at document boundaries (default: 268435456 = 2**28, 512 MiB of bin)")
-    p.add_argument("--count-column", default=DEFAULT_COUNT_COLUMN,
-                   help="column of expected token counts, compared for every document when present (default: gpt2_tokens)")
-    p.add_argument("--no-count-check", action="store_true", help="do not compare token counts with a count column")
-    p.add_argument("--decode-every", type=int, default=DEFAULT_DECODE_EVERY,
-                   help="decode every N-th document of each bucket (and each part's first) back from disk and compare "
-                        "it with the source (default: 1000; 1: every document)")
-    p.add_argument("--batch-bytes", type=_size_arg, default=DEFAULT_BATCH_BYTES,
-                   help="read batch size (memory; the output does not depend on it; default: 32MiB)")
-    p.add_argument("--threads", type=int, default=None, help="encoder threads (default: every core; the output does not depend on it)")
-    p.add_argument("--overwrite", action="store_true", help="replace a previous gpt2 output in OUT")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary line")
-
-
-def run(args) -> int:
-    encode_gpt2(
-        args.inputs,
-        args.out,
-        column=args.column,
-        buckets=args.buckets,
-        part_tokens=args.part_tokens,
-        count_column=None if args.no_count_check else args.count_column,
-        decode_every=args.decode_every,
-        batch_bytes=args.batch_bytes,
-        threads=args.threads,
-        overwrite=args.overwrite,
-        quiet=args.quiet,
-    )
-    return 0

@@ -386,32 +386,17 @@ def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:
     the split sizes and each shard's first_document follow the val rule. With ``source``, the
     documents are re-read and compared byte for byte, in order.
     """
-    out_dir = Path(out_dir)
-    report: dict = {"format": FORMAT, "ok": False, "problems": [], "out_dir": str(out_dir)}
-    try:
-        _verify(out_dir, source, report)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        if isinstance(exc, InputError):
-            raise
-        report["problems"].append(f"meta.json is malformed ({type(exc).__name__}: {exc}): rerun the recipe with --overwrite")
-        report["ok"] = False
-    return report
+    from fastenc.verify import checked
+
+    return checked(FORMAT, out_dir, "meta.json", _verify, source)
 
 
 def _verify(out_dir: Path, source: Sequence[Path] | None, report: dict) -> None:
-    import json
+    from fastenc.verify import read_manifest
 
     problems: list[str] = report["problems"]
-    try:
-        meta = json.loads((out_dir / META_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        problems.append(f"cannot read {out_dir / META_NAME}: {exc}")
-        return
-    if meta.get("format") != FORMAT:
-        problems.append(f"meta.json format is {meta.get('format')!r}, expected {FORMAT!r}")
-        return
-    if meta.get("format_version") != FORMAT_VERSION:
-        problems.append(f"meta.json format_version {meta.get('format_version')!r} is not {FORMAT_VERSION}: use the fastenc that wrote it")
+    meta = read_manifest(out_dir / META_NAME, FORMAT, FORMAT_VERSION, problems)
+    if meta is None:
         return
     val_every = int(meta["val_every"])
     shard_bytes = int(meta["shard_bytes"])

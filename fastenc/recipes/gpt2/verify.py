@@ -11,7 +11,6 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from fastenc.arrow_io import arrow_to_flat, read_column_rows, read_row_group, resolve_inputs
-from fastenc.errors import InputError
 from fastenc.recipes.gpt2.format import (
     BUCKETS,
     EMPTY,
@@ -43,32 +42,19 @@ def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:
     count is matched, in order, with the next document of its bucket (so each bucket holds
     exactly the documents it should, in input order), and the dropped and empty counts too.
     """
-    out_dir = Path(out_dir)
-    report: dict = {"format": FORMAT, "ok": False, "problems": [], "out_dir": str(out_dir)}
-    try:
-        _verify(out_dir, source, report)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        if isinstance(exc, InputError):
-            raise
-        report["problems"].append(f"a sidecar is malformed ({type(exc).__name__}: {exc}): rerun the recipe with --overwrite")
-    report["ok"] = not report["problems"]
-    return report
+    from fastenc.verify import checked
+
+    return checked(FORMAT, out_dir, "summary.json or a part's meta.json", _verify, source)
 
 
 def _verify(out_dir: Path, source, report: dict) -> None:
     import fastenc
 
+    from fastenc.verify import read_manifest
+
     problems: list[str] = report["problems"]
-    try:
-        summary = json.loads((out_dir / SUMMARY_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        problems.append(f"cannot read {out_dir / SUMMARY_JSON}: {exc}")
-        return
-    if summary.get("format") != FORMAT:
-        problems.append(f"summary.json format is {summary.get('format')!r}, expected {FORMAT!r}")
-        return
-    if summary.get("format_version") != FORMAT_VERSION:
-        problems.append(f"summary.json format_version {summary.get('format_version')!r} is not {FORMAT_VERSION}: use the fastenc that wrote it")
+    summary = read_manifest(out_dir / SUMMARY_JSON, FORMAT, FORMAT_VERSION, problems)
+    if summary is None:
         return
     enc = fastenc.load(TOKENIZER)
     if summary.get("tokenizer_sha256") != enc.sha256:

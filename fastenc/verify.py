@@ -7,6 +7,7 @@ returning at least ``{"format": str, "ok": bool, "problems": list[str], ...count
 Detection (first match wins):
 
 - ``meta.json`` whose ``"format"`` is ``"fastenc-bytes"``  -> ``fastenc.recipes.bytes``
+- ``meta.json`` whose ``"format"`` is ``"fastenc-ids"``    -> ``fastenc.cli.encode`` (``encode -o DIR``)
 - ``summary.json`` at the top (with bucket subdirectories)  -> ``fastenc.recipes.gpt2``
 - ``tokens-s*.json`` sidecars                                -> ``fastenc.recipes.urls``
 
@@ -26,6 +27,7 @@ FORMAT_MODULES = {
     "fastenc-bytes": "fastenc.recipes.bytes",
     "gpt2": "fastenc.recipes.gpt2",
     "urls": "fastenc.recipes.urls",
+    "fastenc-ids": "fastenc.cli.encode",
 }
 
 
@@ -40,8 +42,8 @@ def detect_format(out_dir: Path) -> str:
             fmt = json.loads(meta.read_text(encoding="utf-8")).get("format")
         except (OSError, ValueError, AttributeError):
             fmt = None
-        if fmt == "fastenc-bytes":
-            return "fastenc-bytes"
+        if fmt in ("fastenc-bytes", "fastenc-ids"):
+            return fmt
     if (out_dir / "summary.json").is_file():
         return "gpt2"
     if any(out_dir.glob("tokens-s*.json")):

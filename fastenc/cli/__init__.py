@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except FastencError as exc:
-        print(f"fastenc: error: {exc}", file=sys.stderr)
+        # one line, whatever the message holds (an Arrow error may end in a newline)
+        print("fastenc: error: " + "; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip()), file=sys.stderr)
         return exc.exit_code
 
 

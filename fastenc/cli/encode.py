@@ -88,3 +88,28 @@ def write_ids(ids, enc, out, path: Path | None, data: bytes, tokenizer: str, *, 
         run.publish(meta)
     summary_line(f"fastenc encode: {ids.size:,} ids ({ids.dtype}, little-endian) -> {run.out / IDS_BIN}", quiet=quiet)
     return meta
+
+
+def verify_output(out_dir: Path, source=None) -> dict:
+    """``fastenc verify DIR`` for ``encode -o DIR``: the ids file has the size, dtype and ids the
+    meta records, and every id is below the tokenizer's vocabulary size."""
+    from fastenc.verify import checked
+
+    return checked(FORMAT, out_dir, META, _verify)
+
+
+def _verify(out_dir: Path, report: dict) -> None:
+    import json
+
+    import numpy as np
+
+    import fastenc
+
+    meta = json.loads((out_dir / META).read_text(encoding="utf-8"))
+    ids = np.fromfile(out_dir / IDS_BIN, dtype=np.dtype(meta["dtype"]).newbyteorder("<"))
+    if ids.nbytes != meta["bytes"] or ids.size != meta["ids"]:
+        report["problems"].append(f"{IDS_BIN} holds {ids.size} ids ({ids.nbytes} bytes), {META} says {meta['ids']} ({meta['bytes']})")
+    enc = fastenc.load(meta["tokenizer"])
+    if ids.size and int(ids.max()) >= enc.vocab_size:
+        report["problems"].append(f"{IDS_BIN} holds id {int(ids.max())}, not below the vocabulary size {enc.vocab_size}")
+    report.update(ids=int(ids.size))

@@ -321,7 +321,7 @@ class _Job(NamedTuple):
 
 def _read_pass(job: _Job, skip_nulls: bool) -> _Pass:
     """Stage 1, and the refusal of a shard with URLs outside it (before anything is written)."""
-    bar = progress(pq.ParquetFile(job.path).metadata.num_rows, unit="URL", desc="read+hash+encode", quiet=job.quiet, unit_scale=True)
+    bar = progress(pq.ParquetFile(job.path).metadata.num_rows, unit="URL", desc="read+hash+encode", quiet=job.quiet)
     with bar:
         p = _encode_pass(job.path, job.column, job.enc, job.shard, job.num_shards, job.shard_check, skip_nulls, bar)
     job.stats.seconds.update(p.seconds)
@@ -348,7 +348,7 @@ def _sort(job: _Job, p: _Pass) -> _Order:
     from fastenc.kernels.url_pack import hash_order
 
     n = p.n
-    with job.stats.time("sort"), progress(n, unit="URL", desc="sort", quiet=job.quiet, unit_scale=True) as bar:
+    with job.stats.time("sort"), progress(n, unit="URL", desc="sort", quiet=job.quiet) as bar:
         import numba
 
         order, sorted_hashes = hash_order(p.hashes, numba.get_num_threads())
@@ -374,7 +374,7 @@ def _write_bin(job: _Job, stage, p: _Pass, o: _Order, chunk_urls: int):
     watch = np.union1d(o.samples, o.flagged_pos)  # bin positions whose spans the verify stage reads
     spans = np.zeros((len(watch), 2), np.int64)
     bin_file = stage.open(bin_name(job.shard))
-    with job.stats.time("write"), progress(n, unit="URL", desc="write", quiet=job.quiet, unit_scale=True) as bar:
+    with job.stats.time("write"), progress(n, unit="URL", desc="write", quiet=job.quiet) as bar:
         writer = _ChunkWriter(bin_file.file)
         out_offsets = np.empty(min(n, chunk_urls) + 1, np.int64)
         written = 0

@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from _inputs import require  # noqa: E402  (bench/ is on sys.path when a bench runs)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DOCS = REPO.parent / "shared" / "data" / "text" / "docs.parquet"
@@ -166,6 +167,8 @@ def main() -> None:
     parser.add_argument("--scaling", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--no-heldout", action="store_true", help="skip the unseen-text runs")
     args = parser.parse_args()
+    if not args.worker:
+        require(args.docs, "--docs")
     if args.worker:
         return worker(args)
 

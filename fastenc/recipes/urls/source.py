@@ -6,7 +6,6 @@ No Python string per URL: every batch is a zero-copy ``uint8`` view of the Arrow
 """
 from __future__ import annotations
 
-import mmap
 import os
 from pathlib import Path
 from typing import Iterator, NamedTuple
@@ -61,22 +60,10 @@ def _open_column(path: Path, column: str) -> tuple[pq.ParquetFile, pa.DataType]:
 
 
 def big_empty(n: int, dtype) -> np.ndarray:
-    """``np.empty(n, dtype)``, backed by transparent huge pages where the OS allows it.
+    """``np.empty(n, dtype)`` for the shard-sized buffers, on huge pages from 64 MB up (``fastenc.memory``)."""
+    from fastenc.memory import huge_array
 
-    The encode stage reads URLs at random positions of the whole column (hash order); with
-    2 MB pages instead of 4 kB ones those reads miss the TLB far less (measured ~15% of that
-    stage). Small arrays, and systems without ``MADV_HUGEPAGE``, get plain ``np.empty``. Pages
-    are only backed by memory once written, as with ``np.empty``.
-    """
-    nbytes = int(n) * np.dtype(dtype).itemsize
-    if nbytes < (64 << 20) or not hasattr(mmap, "MADV_HUGEPAGE"):
-        return np.empty(n, dtype)
-    m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    try:
-        m.madvise(mmap.MADV_HUGEPAGE)
-    except OSError:
-        pass
-    return np.frombuffer(m, dtype=dtype, count=n)  # the array keeps the mapping alive
+    return huge_array(n, dtype, min_bytes=64 << 20)
 
 
 def _read_row_groups(path: Path, column: str, n_groups: int, threads: int = 2, ahead: int = 4) -> Iterator[pa.Table]:

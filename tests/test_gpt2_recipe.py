@@ -660,3 +660,13 @@ def test_empty_input_writes_only_the_summaries(tmp_path):
     assert (out / "summary.tsv").read_text().splitlines()[-1] == "total\t0\t0\t\t0"
     report = verify_output(out, [e, z])
     assert report["ok"] and report["parts"] == 0, report["problems"]
+
+
+def test_verify_names_the_failed_checks(copy_out):
+    """Issue 10, item 7: a meta.json recording a failed check says which one (not "[]")."""
+    p = copy_out / "b1_4096_8192" / "part_00.meta.json"
+    meta = json.loads(p.read_text())
+    meta["checks"]["roundtrip_mismatches"] = 2
+    p.write_text(json.dumps(meta))
+    problems = _problems(copy_out)
+    assert "roundtrip_mismatches is 2" in problems and "[]" not in problems

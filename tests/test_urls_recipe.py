@@ -630,3 +630,15 @@ def test_tokenizer_option(tmp_path, example_out):
     assert meta["tokenizer_sha256"] == example_out[1]["tokenizer_sha256"]
     with pytest.raises(VocabError, match="URL card's pre-split"):
         encode_shard(EXAMPLE, tmp_path / "g", num_shards=64, tokenizer="gpt2", quiet=True)
+
+
+def test_verify_catches_an_edited_max_url_bytes(tmp_path, example_out):
+    """Issue 10, item 7: a sidecar whose max_url_bytes was edited no longer passes."""
+    out = tmp_path / "o"
+    shutil.copytree(example_out[0], out)
+    meta_path = out / "tokens-s00042.json"
+    meta = json.loads(meta_path.read_text())
+    meta["max_url_bytes"] += 1
+    meta_path.write_text(json.dumps(meta))
+    report = verify_dir(out)
+    assert not report["ok"] and any("max_url_bytes" in p for p in report["problems"])

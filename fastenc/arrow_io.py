@@ -1,4 +1,4 @@
-"""Parquet in, flat arrays out: every input is read here (the URL recipe's column reader too).
+"""Parquet in, flat arrays out: every input of every recipe is read here.
 
 Everything the recipes share about I/O lives here:
 
@@ -10,6 +10,9 @@ Everything the recipes share about I/O lives here:
   the form every kernel takes.
 - ``arrow_to_flat``: the same conversion for one Arrow array (sliced or chunked arrays too).
 - ``read_column_rows``: a few rows as Python values, for verifying samples.
+- ``open_column`` / ``column_bytes`` / ``iter_column_chunks``: one file's column checked, sized,
+  and streamed whole (row groups decoded ahead by two threads; nulls dropped and counted on
+  request): the URL recipe's reader.
 - ``read_guard`` / ``read_row_group``: a damaged page becomes one ``InputError`` naming the file.
 
 Writing is not here: every output goes through the run skeleton (``fastenc.run``).
@@ -39,6 +42,10 @@ __all__ = [
     "arrow_to_flat",
     "read_column_rows",
     "read_guard",
+    "open_column",
+    "column_bytes",
+    "ColumnChunk",
+    "iter_column_chunks",
     "read_row_group",
     "DEFAULT_BATCH_BYTES",
 ]
@@ -347,6 +354,106 @@ def iter_string_batches(
                 n = len(arr)
                 yield StringBatch(data, offsets, info.path, row, n)
                 row += n
+
+
+def open_column(path: Path, column: str, *, allow_binary: bool = False) -> tuple[pq.ParquetFile, pa.DataType]:
+    """``(ParquetFile, type of column)`` after checking that the file is parquet and ``column`` a
+    text column (string, or binary when ``allow_binary``); else one ``InputError``."""
+    path = Path(path)
+    try:
+        pf = pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(f"{path}: cannot read it as parquet ({exc}): check that the file is complete") from exc
+    schema = pf.schema_arrow
+    col = _pick_column(path, schema, column, None)
+    t = schema.field(col).type
+    if not _type_ok(t, allow_binary):
+        kinds = "string" + (" or binary" if allow_binary else "")
+        text_cols = [f.name for f in schema if _type_ok(f.type, allow_binary)]
+        raise InputError(f"{path}: column {col!r} has type {t}, not {kinds}; the text columns are {text_cols}: choose one with --column NAME")
+    return pf, t
+
+
+def _read_ahead(path: Path, column: str, n_groups: int, threads: int = 2, ahead: int = 4) -> Iterator[pa.Table]:
+    """The row groups of ``path`` in order, decoded by ``threads`` threads (each with its own
+    ParquetFile; pyarrow releases the GIL), at most ``ahead`` groups in flight."""
+    import collections
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    local = threading.local()
+
+    def read(rg: int) -> pa.Table:
+        if not hasattr(local, "pf"):
+            local.pf = pq.ParquetFile(path)
+        return local.pf.read_row_group(rg, columns=[column], use_threads=False)
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        pending: collections.deque = collections.deque()
+        nxt = 0
+        try:
+            while nxt < n_groups or pending:
+                while nxt < n_groups and len(pending) < ahead:
+                    pending.append(pool.submit(read, nxt))
+                    nxt += 1
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()
+
+
+class ColumnChunk(NamedTuple):
+    """One Arrow chunk of a column, nulls dropped: value j is ``data[offsets[j]:offsets[j + 1]]``
+    (``data`` is a zero-copy view of the Arrow buffer). ``rows`` holds the file rows of the values
+    when nulls were dropped from this chunk, else None (then value j is row ``first_row + j``)."""
+
+    data: np.ndarray
+    offsets: np.ndarray
+    first_row: int
+    rows: np.ndarray | None
+    nulls: int
+    num_rows: int  # rows of the file this chunk covered (nulls included)
+
+
+def iter_column_chunks(path: str | os.PathLike, column: str = "url", *, skip_nulls: bool = False) -> Iterator[ColumnChunk]:
+    """Stream ``column`` of one parquet file as ``ColumnChunk``s, in file order (row groups decoded
+    two at a time in background threads: the URL recipe reads whole shards this way). Nulls raise
+    ``InputError`` (file, column, row) unless ``skip_nulls``."""
+    path = Path(path)
+    pf, _ = open_column(path, column, allow_binary=True)
+    md = pf.metadata
+    row = 0
+    for rg, table in enumerate(read_guard(path, _read_ahead(path, column, md.num_row_groups))):
+        for arr in table.column(0).chunks:
+            m = len(arr)
+            rows = None
+            nulls = arr.null_count
+            if nulls:
+                valid = arr.is_valid().to_numpy(zero_copy_only=False)
+                if not skip_nulls:
+                    bad = row + int(np.argmin(valid))
+                    raise InputError(
+                        f"{path}: column {column!r} has {nulls} null(s) in row group {rg}, the first at row {bad} "
+                        "(0-based); fastenc does not guess what a missing value means: pass --skip-nulls to drop "
+                        "them (they are counted), or fill them in the source"
+                    )
+                rows = row + np.flatnonzero(valid)
+                arr = arr.drop_null()
+            data, offs = arrow_to_flat(arr)
+            yield ColumnChunk(data, offs, row, rows, nulls, m)
+            row += m
+        del table
+    if row != md.num_rows:
+        raise InputError(f"{path}: read {row} rows but its footer says {md.num_rows}: is the file being written?")
+
+
+def column_bytes(pf: pq.ParquetFile, column: str) -> int:
+    """Uncompressed size of the column: about its text bytes (plain pages: + 4 per value)."""
+    md = pf.metadata
+    leaf = next((j for j in range(len(pf.schema)) if pf.schema.column(j).path == column), None)
+    if leaf is None:
+        raise InputError(f"{pf}: column {column!r} is not a flat column: choose a top-level text column with --column")
+    return sum(md.row_group(rg).column(leaf).total_uncompressed_size for rg in range(md.num_row_groups))
 
 
 def read_guard(path: Path, batches: Iterable, row_group: int | None = None) -> Iterator:

@@ -68,3 +68,38 @@ def test_snippets_run_as_written(name, tmp_path):
             cmd = [sys.executable, "-c", code]
         r = subprocess.run(cmd, cwd=box, env=env, capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, f"{name}: this {lang} snippet failed:\n{code}\n--- stderr:\n{r.stderr[-3000:]}"
+
+
+def _help(command: str) -> str:
+    import contextlib
+    import io
+
+    from fastenc import cli
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    return buf.getvalue()
+
+
+def test_every_flag_the_docs_show_is_in_the_commands_help():
+    """README's and docs/'s synopses name only flags that the command's --help lists."""
+    seen = 0
+    for name in FILES:
+        for lang, _, code in snippets((REPO / name).read_text(encoding="utf-8")):
+            command = None
+            for line in code.splitlines():
+                words = line.split("#")[0].split()
+                if words[:3] == ["python", "-m", "fastenc"]:
+                    words = words[2:]
+                if words and words[0] == "fastenc" and len(words) >= 2:
+                    command = "urls" if words[1].endswith(".parquet") else words[1]
+                    words = words[2:]
+                elif not (line.startswith(" ") and command):  # a continuation line of the synopsis above
+                    command = None
+                    continue
+                text = _help(command)
+                for flag in re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", " ".join(words)):
+                    assert re.search(rf"(?<![\w-]){re.escape(flag)}\b", text), f"{name}: {flag} is not in 'fastenc {command} --help'"
+                    seen += 1
+    assert seen >= 30

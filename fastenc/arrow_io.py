@@ -223,22 +223,7 @@ def inspect_inputs(
     infos = []
     for path in paths:
         path = Path(path)
-        try:
-            pf = pq.ParquetFile(path)
-        except (OSError, pa.ArrowException) as exc:
-            raise InputError(f"{path}: cannot read it as parquet ({exc}): check that the file is complete") from exc
-        schema = pf.schema_arrow
-        col = _pick_column(path, schema, column, candidates)
-        t = schema.field(col).type
-        if not _type_ok(t, allow_binary):
-            kinds = "string or large_string" + (" (or binary)" if allow_binary else "")
-            text_cols = [f.name for f in schema if _type_ok(f.type, allow_binary)]
-            hint = f"the text columns of this file are {text_cols}" if text_cols else "this file has no text column"
-            if _is_binary(t) and not allow_binary:
-                fix = "cast it to string if it holds UTF-8 text (pyarrow.compute.cast(col, pa.string()) validates it)"
-            else:
-                fix = "choose another column with --column NAME"
-            raise InputError(f"{path}: column {col!r} has type {t}, not {kinds}; {hint}; {fix}")
+        pf, col, t = open_column(path, column, candidates=candidates, allow_binary=allow_binary)
         md = pf.metadata
         leaf = _leaf_index(pf, col)
         column_bytes = 0
@@ -356,22 +341,29 @@ def iter_string_batches(
                 row += n
 
 
-def open_column(path: Path, column: str, *, allow_binary: bool = False) -> tuple[pq.ParquetFile, pa.DataType]:
-    """``(ParquetFile, type of column)`` after checking that the file is parquet and ``column`` a
-    text column (string, or binary when ``allow_binary``); else one ``InputError``."""
+def open_column(path: Path, column: str | None, *, candidates: Sequence[str] | None = None,
+                allow_binary: bool = False) -> tuple[pq.ParquetFile, str, pa.DataType]:
+    """``(ParquetFile, column name, its type)`` after checking that the file is parquet and the
+    column (``column``, or the first of ``candidates`` it has) holds text: string, or binary too
+    when ``allow_binary``. Anything else is one ``InputError`` naming the file and the fix."""
     path = Path(path)
     try:
         pf = pq.ParquetFile(path)
     except (OSError, pa.ArrowException) as exc:
         raise InputError(f"{path}: cannot read it as parquet ({exc}): check that the file is complete") from exc
     schema = pf.schema_arrow
-    col = _pick_column(path, schema, column, None)
+    col = _pick_column(path, schema, column, candidates)
     t = schema.field(col).type
     if not _type_ok(t, allow_binary):
-        kinds = "string" + (" or binary" if allow_binary else "")
+        kinds = "string or large_string" + (" (or binary)" if allow_binary else "")
         text_cols = [f.name for f in schema if _type_ok(f.type, allow_binary)]
-        raise InputError(f"{path}: column {col!r} has type {t}, not {kinds}; the text columns are {text_cols}: choose one with --column NAME")
-    return pf, t
+        hint = f"the text columns of this file are {text_cols}" if text_cols else "this file has no text column"
+        if _is_binary(t) and not allow_binary:
+            fix = "cast it to string if it holds UTF-8 text (pyarrow.compute.cast(col, pa.string()) validates it)"
+        else:
+            fix = "choose another column with --column NAME"
+        raise InputError(f"{path}: column {col!r} has type {t}, not {kinds}; {hint}; {fix}")
+    return pf, col, t
 
 
 def _read_ahead(path: Path, column: str, n_groups: int, threads: int = 2, ahead: int = 4) -> Iterator[pa.Table]:
@@ -420,7 +412,7 @@ def iter_column_chunks(path: str | os.PathLike, column: str = "url", *, skip_nul
     two at a time in background threads: the URL recipe reads whole shards this way). Nulls raise
     ``InputError`` (file, column, row) unless ``skip_nulls``."""
     path = Path(path)
-    pf, _ = open_column(path, column, allow_binary=True)
+    pf, _, _ = open_column(path, column, allow_binary=True)
     md = pf.metadata
     row = 0
     for rg, table in enumerate(read_guard(path, _read_ahead(path, column, md.num_row_groups))):

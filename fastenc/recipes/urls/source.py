@@ -20,7 +20,8 @@ from fastenc.arrow_io import open_column
 
 
 def _open_column(path: Path, column: str):
-    return open_column(path, column, allow_binary=True)
+    pf, _, t = open_column(path, column, allow_binary=True)
+    return pf, t
 
 
 class UrlColumn(NamedTuple):

@@ -210,6 +210,7 @@ def inspect_inputs(
     *,
     candidates: Sequence[str] | None = None,
     allow_binary: bool = False,
+    skip_nulls: bool = False,
 ) -> list[SourceInfo]:
     """Check every input before any work starts, from the parquet footers only.
 
@@ -234,7 +235,7 @@ def inspect_inputs(
             stats = chunk.statistics
             if stats is not None and stats.has_null_count and stats.null_count > 0:
                 null_rgs.append(rg)
-        if null_rgs:
+        if null_rgs and not skip_nulls:
             raise _null_error(path, col, _first_null_row(pf, col, null_rgs[:1]))
         infos.append(SourceInfo(path, col, str(t), md.num_rows, path.stat().st_size, column_bytes))
     return infos
@@ -308,6 +309,7 @@ def iter_string_batches(
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     candidates: Sequence[str] | None = None,
     allow_binary: bool = False,
+    skip_nulls: bool = False,
 ) -> Iterator[StringBatch]:
     """Stream one text column of ``paths`` (in order) as ``StringBatch``es of about ``batch_bytes``.
 
@@ -316,11 +318,13 @@ def iter_string_batches(
     in each file. The batch size in rows is chosen per row group from its uncompressed column
     size (an estimate: dictionary-encoded columns can give bigger batches); a single row larger
     than ``batch_bytes`` makes a batch of its own. Nulls raise ``InputError`` naming the file,
-    column and first null row.
+    column and first null row; with ``skip_nulls`` they are left out: a batch is then cut around
+    them, so that every batch still holds consecutive rows from ``first_row`` (the caller counts
+    them as the file's rows minus the documents it was given).
     """
     if batch_bytes < 1:
         raise ValueError("batch_bytes must be positive")
-    infos = inspect_inputs(paths, column, candidates=candidates, allow_binary=allow_binary)
+    infos = inspect_inputs(paths, column, candidates=candidates, allow_binary=allow_binary, skip_nulls=skip_nulls)
     for info in infos:
         pf = pq.ParquetFile(info.path)
         md = pf.metadata
@@ -332,13 +336,21 @@ def iter_string_batches(
             bs = _rows_per_batch(md, rg, leaf, batch_bytes)
             for rb in read_guard(info.path, pf.iter_batches(batch_size=bs, row_groups=[rg], columns=[info.column], use_threads=True), rg):
                 arr = rb.column(0)
-                if arr.null_count:
-                    mask = arr.is_null().to_numpy(zero_copy_only=False)
-                    raise _null_error(info.path, info.column, row + int(np.argmax(mask)))
-                data, offsets = arrow_to_flat(arr)
-                n = len(arr)
-                yield StringBatch(data, offsets, info.path, row, n)
-                row += n
+                for a, b in _valid_runs(arr, info, row, skip_nulls):
+                    data, offsets = arrow_to_flat(arr.slice(a, b - a))
+                    yield StringBatch(data, offsets, info.path, row + a, b - a)
+                row += len(arr)
+
+
+def _valid_runs(arr: pa.Array, info: SourceInfo, row: int, skip_nulls: bool) -> list[tuple[int, int]]:
+    """The runs ``[a, b)`` of non-null values of ``arr`` (all of it when it has no null)."""
+    if not arr.null_count:
+        return [(0, len(arr))]
+    null = arr.is_null().to_numpy(zero_copy_only=False)
+    if not skip_nulls:
+        raise _null_error(info.path, info.column, row + int(np.argmax(null)))
+    edges = np.flatnonzero(np.diff(np.concatenate(([True], null, [True])).astype(np.int8)))
+    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2])]
 
 
 def open_column(path: Path, column: str | None, *, candidates: Sequence[str] | None = None,

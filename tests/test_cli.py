@@ -156,3 +156,23 @@ def test_help_names_the_shared_flags_and_exit_codes(capsys):
         text = capsys.readouterr().out
         for flag in ("--threads", "-q, --quiet", "--json"):
             assert flag in text, (command, flag)
+
+
+def test_skip_nulls_in_every_recipe(tmp_path, capsys):
+    """Issue 10, item 9: --skip-nulls is not only the URL recipe's: gpt2 and bytes leave null
+    texts out, count them, and verify --source still compares every document."""
+    texts = ["first document", None, "second one", None, None, "third"]
+    src = tmp_path / "nulls.parquet"
+    pq.write_table(pa.table({"text": texts, "url": texts}), src, row_group_size=4)
+    for command in ("gpt2", "bytes"):
+        out = tmp_path / command
+        line = one_line_error(capsys, cli.main([command, str(src), "-o", str(out), "-q"]))
+        assert "null at row 1" in line and not out.exists()
+        assert cli.main([command, str(src), "-o", str(out), "--skip-nulls", "-q", "--json"]) == 0
+        meta = json.loads(capsys.readouterr().out)
+        assert meta["null_documents_skipped"] == 3
+        assert cli.main(["verify", str(out), "--source", str(src), "-q"]) == 0
+        assert cli.main(["decode", str(out), "--json"]) == 0
+        assert [json.loads(x) for x in capsys.readouterr().out.splitlines()] == [t for t in texts if t]
+    assert cli.main(["urls", str(src), "-o", str(tmp_path / "u"), "--no-shard-check", "--skip-nulls", "-q", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["null_urls_skipped"] == 3

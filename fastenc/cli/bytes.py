@@ -16,6 +16,7 @@ def add_arguments(p) -> None:
                    help="shard size limit; shards end at document boundaries (default: 500MB)")
     p.add_argument("--val-every", type=int, default=DEFAULT_VAL_EVERY,
                    help="document i (0-based) goes to val iff i %% N == N-1 (default: 1000; 0: no val split)")
+    o.add_skip_nulls(p)
     o.add_batch_bytes(p, DEFAULT_BATCH_BYTES)
     o.add_threads(p)
     o.add_overwrite(p, "a previous output in OUT (files that are not bytes output are kept)")
@@ -26,7 +27,7 @@ def run(args) -> int:
     from fastenc.recipes.bytes import encode_bytes
 
     meta = encode_bytes(args.inputs, args.out, column=args.column, shard_bytes=args.shard_bytes, val_every=args.val_every,
-                        batch_bytes=args.batch_bytes, threads=args.threads, overwrite=args.overwrite, quiet=args.quiet)
+                        batch_bytes=args.batch_bytes, skip_nulls=args.skip_nulls, threads=args.threads, overwrite=args.overwrite, quiet=args.quiet)
     if args.json:
         o.print_json(meta)
     return 0

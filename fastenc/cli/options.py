@@ -16,7 +16,7 @@ import argparse
 import re
 
 __all__ = ["parse_size", "size_arg", "positive_int", "add_out", "add_tokenizer", "add_column", "add_threads",
-           "add_batch_bytes", "add_quiet_json", "add_overwrite", "print_json"]
+           "add_batch_bytes", "add_quiet_json", "add_overwrite", "add_skip_nulls", "print_json"]
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?i?[bB]?)\s*$")
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
@@ -73,6 +73,10 @@ def add_threads(p) -> None:
 def add_batch_bytes(p, default: int) -> None:
     p.add_argument("--batch-bytes", type=size_arg, default=default,
                    help=f"read batch size, e.g. 64MiB (memory only; the output does not depend on it; default: {default >> 20}MiB)")
+
+
+def add_skip_nulls(p, what: str = "documents") -> None:
+    p.add_argument("--skip-nulls", action="store_true", help=f"leave null {what} out (counted in the manifest) instead of failing")
 
 
 def add_overwrite(p, what: str) -> None:

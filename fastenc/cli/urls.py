@@ -17,7 +17,7 @@ def add_arguments(p) -> None:
     p.add_argument("--no-shard-check", dest="shard_check", action="store_false",
                    help="do not require (xxh3_64(url) * num_shards) >> 64 == shard (for inputs that are not shards; "
                         "a file not named part-NNNNN is then written as shard 0 unless --shard says otherwise)")
-    p.add_argument("--skip-nulls", action="store_true", help="drop null URLs (counted in the sidecar) instead of failing")
+    o.add_skip_nulls(p, "URLs")
     o.add_tokenizer(p, "urls", "'urls' (built in) or a URL tokenizer.json / its folder (default: urls)")
     p.add_argument("--chunk-urls", type=o.positive_int, default=DEFAULT_CHUNK_URLS,
                    help="URLs gathered and written per chunk (memory; the output does not depend on it)")

@@ -220,6 +220,7 @@ def encode_bytes(
     shard_bytes: int = DEFAULT_SHARD_BYTES,
     val_every: int = DEFAULT_VAL_EVERY,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
+    skip_nulls: bool = False,
     threads: int | None = None,
     overwrite: bool = False,
     quiet: bool = False,
@@ -227,6 +228,8 @@ def encode_bytes(
     """Encode the ``column`` documents of ``inputs`` into ``out_dir``; returns the meta (as written).
 
     ``column``: default ``text`` when a file has it, else ``content`` (the summary line names it).
+    ``skip_nulls``: leave null values out (they are not documents: the val rule does not count
+    them) and count them in the meta, instead of refusing the input.
 
     ``inputs``: parquet files, directories or globs, read in the order given. ``out_dir`` must be
     absent or empty; if it already holds the finished output of the same request (same input files,
@@ -241,20 +244,21 @@ def encode_bytes(
         raise UsageError(f"--val-every must be 0 (no val split) or positive (got {val_every})")
     check_batch_bytes(batch_bytes)
     paths = resolve_inputs(as_input_list(inputs))
-    infos = inspect_inputs(paths, column, candidates=None if column else TEXT_CANDIDATES, allow_binary=True)
-    request = make_request("bytes", paths, {"column": column, "shard_bytes": shard_bytes, "val_every": val_every})
+    infos = inspect_inputs(paths, column, candidates=None if column else TEXT_CANDIDATES, allow_binary=True, skip_nulls=skip_nulls)
+    options = {"column": column, "shard_bytes": shard_bytes, "val_every": val_every, "skip_nulls": skip_nulls}
+    request = make_request("bytes", paths, options)
     with Run(OUTPUT, out_dir, request, overwrite=overwrite, threads=threads) as run:
         if run.done is not None:
             summary_line(f"fastenc bytes: {run.out} already holds this output (meta.json matches); nothing to do", quiet=quiet)
             return run.done
-        counts, splits = _write_shards(run, paths, infos, column, shard_bytes, val_every, batch_bytes, quiet)
+        counts, splits = _write_shards(run, paths, infos, column, shard_bytes, val_every, batch_bytes, skip_nulls, quiet)
         meta = _meta(column, counts, splits, infos, shard_bytes, val_every, request)
         run.publish(meta)
     _print_summary(run, meta, quiet)
     return meta
 
 
-def _write_shards(run, paths, infos, column, shard_bytes, val_every, batch_bytes, quiet) -> tuple[dict, dict]:
+def _write_shards(run, paths, infos, column, shard_bytes, val_every, batch_bytes, skip_nulls, quiet) -> tuple[dict, dict]:
     """The one pass: pack each batch and route its documents to the split writers (staged files)."""
     kernels_loading = _load_kernels_in_background()
     counts = {"documents": 0, "stripped_bytes": 0, "documents_with_stripped_bytes": 0, "source_text_bytes": 0,
@@ -263,7 +267,7 @@ def _write_shards(run, paths, infos, column, shard_bytes, val_every, batch_bytes
     writers = {s: _SplitWriter(s, run.stage, shard_bytes) for s in SPLITS}
     with progress(sum(i.column_bytes for i in infos), unit="B", desc="bytes", quiet=quiet) as bar:
         for batch in iter_string_batches(paths, column, batch_bytes=batch_bytes, allow_binary=True,
-                                         candidates=None if column else TEXT_CANDIDATES):
+                                         candidates=None if column else TEXT_CANDIDATES, skip_nulls=skip_nulls):
             if batch.num_rows == 0:
                 continue
             kernels_loading.join()
@@ -281,7 +285,8 @@ def _write_shards(run, paths, infos, column, shard_bytes, val_every, batch_bytes
         bar.total = bar.n
         bar.refresh()
     announced = sum(i.num_rows for i in infos)
-    if counts["documents"] != announced:
+    counts["null_documents_skipped"] = announced - counts["documents"] if skip_nulls else 0
+    if counts["documents"] + counts["null_documents_skipped"] != announced:
         raise InputError(f"the inputs gave {counts['documents']} documents but their footers announce {announced}: "
                          "a file changed while it was read?")
     return counts, {s: w.finish() for s, w in writers.items()}
@@ -314,6 +319,7 @@ def _meta(column, counts, splits, infos, shard_bytes, val_every, request) -> dic
         "documents_with_stripped_bytes": counts["documents_with_stripped_bytes"],
         # documents that are not valid UTF-8 (copied as they are, 254/255 stripped): counted so a bad source shows
         "invalid_utf8_documents": counts["invalid_utf8_documents"],
+        "null_documents_skipped": counts["null_documents_skipped"],
         "val_every": val_every,
         "val_rule": val_rule_text(val_every),
         "shard_bytes": shard_bytes,
@@ -523,7 +529,8 @@ def _compare_with_source(out_dir: Path, meta: dict, source: list[Path], problems
     readers = {s: _SplitReader(out_dir, meta["splits"][s]["shards"]) for s in SPLITS}
     paths = resolve_inputs([str(p) for p in source])
     g = 0
-    for batch in iter_string_batches(paths, meta["column"], allow_binary=True):
+    skip_nulls = bool(meta.get("null_documents_skipped"))
+    for batch in iter_string_batches(paths, meta["column"], allow_binary=True, skip_nulls=skip_nulls):
         raw = batch.data.tobytes()
         off = batch.offsets
         expected = {"train": [], "val": []}

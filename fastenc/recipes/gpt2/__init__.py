@@ -114,9 +114,9 @@ class _Sources(NamedTuple):
     id_columns: list
 
 
-def _open_sources(inputs, column, count_column) -> _Sources:
+def _open_sources(inputs, column, count_column, skip_nulls: bool) -> _Sources:
     paths = resolve_inputs(as_input_list(inputs))
-    infos = inspect_inputs(paths, column, candidates=None if column else TEXT_CANDIDATES)
+    infos = inspect_inputs(paths, column, candidates=None if column else TEXT_CANDIDATES, skip_nulls=skip_nulls)
     count_columns = [count_column_of(i.path, count_column) for i in infos]
     id_columns = ["id" if "id" in pq.ParquetFile(i.path).schema_arrow.names else None for i in infos]
     return _Sources(paths, infos, count_columns, id_columns)
@@ -140,6 +140,7 @@ def encode_gpt2(
     count_column: str | None = DEFAULT_COUNT_COLUMN,
     decode_every: int = DEFAULT_DECODE_EVERY,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
+    skip_nulls: bool = False,
     threads: int | None = None,
     overwrite: bool = False,
     quiet: bool = False,
@@ -153,7 +154,8 @@ def encode_gpt2(
     every file that has it (None: no comparison). ``decode_every``: every N-th document of each
     bucket (and each part's first) is decoded back from disk and compared with its source.
     ``threads``: Numba threads for the encoder (default: all). ``batch_bytes`` and ``threads``
-    change memory and speed only: the output is byte-identical for any values.
+    change memory and speed only: the output is byte-identical for any values. ``skip_nulls``:
+    leave null texts out and count them (``null_documents_skipped``) instead of refusing the input.
 
     ``out_dir`` must be absent or empty; if it already holds the finished output of the same
     request (same input files, sizes and mtimes, same options, tokenizer and fastenc version),
@@ -165,12 +167,12 @@ def encode_gpt2(
 
     _check_options(part_tokens, decode_every, batch_bytes)
     kept = parse_buckets(buckets)
-    src = _open_sources(inputs, column, count_column)
+    src = _open_sources(inputs, column, count_column, skip_nulls)
     enc = fastenc.load(TOKENIZER)
     if enc.vocab_size != VOCAB_SIZE or np.dtype(enc.dtype) != np.uint16:
         raise AssertionError(f"the built-in gpt2 vocabulary has {enc.vocab_size} ids ({enc.dtype}), expected {VOCAB_SIZE} (uint16)")
     options = {"column": column, "buckets": [BUCKETS[b] for b in kept], "part_tokens": part_tokens,
-               "count_column": count_column, "decode_every": decode_every}
+               "count_column": count_column, "decode_every": decode_every, "skip_nulls": skip_nulls}
     request = make_request("gpt2", src.paths, options, enc.sha256)
     with Run(OUTPUT, out_dir, request, overwrite=overwrite, threads=threads) as run:
         if run.done is not None:
@@ -178,7 +180,7 @@ def encode_gpt2(
             return run.done
         ctx = _context(enc, src, count_column)
         writers = {b: BucketWriter(b, run.stage, part_tokens, decode_every, ctx) for b in kept}
-        tally = _encode_all(enc, src, writers, kept, batch_bytes, quiet)
+        tally = _encode_all(enc, src, writers, kept, batch_bytes, skip_nulls, quiet)
         summary = _summary(writers, tally, kept, ctx, part_tokens, decode_every, request)
         run.stage.write_text(SUMMARY_TSV, summary_tsv(summary))
         run.publish(summary)
@@ -223,14 +225,14 @@ def _check_counts(counts, expected, batch, src: _Sources, si: int) -> None:
         )
 
 
-def _encode_all(enc, src: _Sources, writers: dict, kept, batch_bytes: int, quiet: bool) -> _Tally:
+def _encode_all(enc, src: _Sources, writers: dict, kept, batch_bytes: int, skip_nulls: bool, quiet: bool) -> _Tally:
     """The streaming pass: encode each batch, count it, and write its runs of same-bucket documents."""
     from fastenc.kernels.utf8 import count_invalid_utf8
 
     tally = _Tally()
     is_kept = np.zeros(EMPTY + 1, dtype=bool)
     is_kept[kept] = True
-    reader = Prefetch(iter_source(src.infos, src.count_columns, batch_bytes))
+    reader = Prefetch(iter_source(src.infos, src.count_columns, batch_bytes, skip_nulls))
     try:
         with progress(sum(i.column_bytes for i in src.infos), unit="B", desc="gpt2", quiet=quiet) as bar:
             for si, batch, expected in reader:
@@ -298,6 +300,7 @@ def _summary(writers, tally: _Tally, kept, ctx, part_tokens, decode_every, reque
         "total": {"docs": int(tally.docs[:EMPTY].sum()), "tokens": int(tally.tokens[:EMPTY].sum())},
         "kept": {"docs": int(tally.docs[kept].sum()), "tokens": int(tally.tokens[kept].sum())},
         "documents_read": tally.n_docs,
+        "null_documents_skipped": sum(s["rows"] for s in ctx["sources"]) - tally.n_docs,
         "empty_documents_skipped": int(tally.docs[EMPTY]),
         # documents of a string column that are not valid UTF-8 (parquet does not check): encoded
         # byte by byte like any text, and counted here so that a bad source does not go unnoticed

@@ -70,13 +70,13 @@ def count_column_of(path: Path, count_column: str | None) -> str | None:
     return count_column
 
 
-def iter_source(infos, count_columns, batch_bytes: int) -> Iterator[tuple]:
+def iter_source(infos, count_columns, batch_bytes: int, skip_nulls: bool = False) -> Iterator[tuple]:
     """``(source index, StringBatch, expected counts or None)`` over every input, in order."""
     for si, info in enumerate(infos):
         if info.num_rows == 0:
             continue
         counts = _CountColumn(info.path, count_columns[si]) if count_columns[si] else None
-        for batch in iter_string_batches([info.path], info.column, batch_bytes=batch_bytes):
+        for batch in iter_string_batches([info.path], info.column, batch_bytes=batch_bytes, skip_nulls=skip_nulls):
             if batch.num_rows == 0:
                 continue
             expected = counts.take(batch.first_row, batch.num_rows) if counts is not None else None

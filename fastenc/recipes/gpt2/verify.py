@@ -276,12 +276,19 @@ def _compare_with_source(out_dir: Path, summary: dict, metas: dict, source: list
     _compare_counts(out_dir, summary, paths, recorded, enc, report)
 
 
-def _source_counts(pf, path: Path, rg: int, src: dict, count_column: str | None, enc) -> np.ndarray:
+def _source_counts(pf, path: Path, rg: int, src: dict, count_column: str | None, enc, nulls_skipped: bool = False) -> np.ndarray:
     """The token count of every document of row group ``rg``: the count column, or the document
     encoded again."""
+    text = valid = None
+    if nulls_skipped or not count_column:
+        text = read_row_group(pf, path, rg, [src["column"]]).column(0)
+        if text.null_count:  # the run left them out (--skip-nulls; without it a null fails the run)
+            valid = text.is_valid().to_numpy()
+            text = text.drop_null()
     if count_column:
-        return read_row_group(pf, path, rg, [count_column]).column(0).to_numpy().astype(np.int64)
-    data, offsets = arrow_to_flat(read_row_group(pf, path, rg, [src["column"]]).column(0))
+        counts = read_row_group(pf, path, rg, [count_column]).column(0).to_numpy().astype(np.int64)
+        return counts if valid is None else counts[valid]
+    data, offsets = arrow_to_flat(text)
     return np.diff(enc.encode_arrays(data, offsets)[1]).astype(np.int64)
 
 
@@ -300,7 +307,7 @@ def _compare_counts(out_dir: Path, summary: dict, paths, recorded, enc, report: 
         report["count_order_from"].append(count_column or "re-encoded")
         row0 = 0
         for rg in range(pf.metadata.num_row_groups):
-            counts = _source_counts(pf, Path(p), rg, recorded[si], count_column, enc)
+            counts = _source_counts(pf, Path(p), rg, recorded[si], count_column, enc, bool(summary.get("null_documents_skipped")))
             bk = buckets_of(counts)
             docs_per += np.bincount(bk, minlength=EMPTY + 1)
             tokens_per += np.bincount(bk, weights=counts, minlength=EMPTY + 1).astype(np.int64)

@@ -42,6 +42,7 @@ __all__ = [
     "arrow_to_flat",
     "read_column_rows",
     "read_guard",
+    "invalid_utf8_count",
     "open_column",
     "column_bytes",
     "ColumnChunk",
@@ -458,6 +459,26 @@ def column_bytes(pf: pq.ParquetFile, column: str) -> int:
     if leaf is None:
         raise InputError(f"{pf}: column {column!r} is not a flat column: choose a top-level text column with --column")
     return sum(md.row_group(rg).column(leaf).total_uncompressed_size for rg in range(md.num_row_groups))
+
+
+def invalid_utf8_count(data: np.ndarray, offsets: np.ndarray) -> int:
+    """How many of the documents ``data[offsets[i]:offsets[i + 1]]`` are not valid UTF-8.
+
+    Arrow's validator (SIMD, ~1.5 GB/s here, and it releases the GIL) answers for the whole
+    batch at once; only a batch that fails it is counted document by document (the Numba kernel
+    ``kernels.utf8.count_invalid_utf8``, ~0.7 GB/s): invalid text is rare.
+    """
+    n = offsets.size - 1
+    if n <= 0 or data.size == 0:
+        return 0
+    arr = pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    try:
+        arr.validate(full=True)
+        return 0
+    except pa.ArrowInvalid:
+        from fastenc.kernels.utf8 import count_invalid_utf8
+
+        return int(count_invalid_utf8(data, offsets))
 
 
 def read_guard(path: Path, batches: Iterable, row_group: int | None = None) -> Iterator:

@@ -34,7 +34,7 @@ from typing import Sequence
 import numpy as np
 import xxhash
 
-from fastenc.arrow_io import as_input_list, check_batch_bytes, inspect_inputs, iter_string_batches, resolve_inputs
+from fastenc.arrow_io import as_input_list, check_batch_bytes, inspect_inputs, invalid_utf8_count, iter_string_batches, resolve_inputs
 from fastenc.errors import InputError, UsageError
 from fastenc.run import OutputSpec, Run, make_request
 from fastenc.run.parts import CappedParts, reread_xxh3
@@ -198,14 +198,11 @@ def _load_kernels_in_background() -> threading.Thread:
 
     def load() -> None:
         from fastenc.kernels.bytes_pack import count_high_bytes, pack_documents
-        from fastenc.kernels.utf8 import count_invalid_utf8
-
         data = np.zeros(1, np.uint8)
         data.flags.writeable = False
         offsets = np.array([0, 1], np.int64)
         pack_documents(data, offsets, np.uint8(SEPARATOR), np.int64(256), np.empty(2, np.uint8))
         count_high_bytes(data, offsets, np.uint8(SEPARATOR), np.empty(1, np.int64))
-        count_invalid_utf8(data, offsets)
 
     thread = threading.Thread(target=load, name="fastenc-load-kernels", daemon=True)
     thread.start()
@@ -271,10 +268,8 @@ def _write_shards(run, paths, infos, column, shard_bytes, val_every, batch_bytes
             if batch.num_rows == 0:
                 continue
             kernels_loading.join()
-            from fastenc.kernels.utf8 import count_invalid_utf8  # loaded by the thread above
-
             buf, packed, csum, stripped = _pack_batch(batch.data, batch.offsets, buf)
-            counts["invalid_utf8_documents"] += int(count_invalid_utf8(batch.data, batch.offsets))
+            counts["invalid_utf8_documents"] += invalid_utf8_count(batch.data, batch.offsets)
             if stripped is not None:
                 counts["stripped_bytes"] += int(stripped.sum())
                 counts["documents_with_stripped_bytes"] += int(np.count_nonzero(stripped))

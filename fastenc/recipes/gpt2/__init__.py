@@ -227,17 +227,15 @@ def _check_counts(counts, expected, batch, src: _Sources, si: int) -> None:
 
 def _encode_all(enc, src: _Sources, writers: dict, kept, batch_bytes: int, skip_nulls: bool, quiet: bool) -> _Tally:
     """The streaming pass: encode each batch, count it, and write its runs of same-bucket documents."""
-    from fastenc.kernels.utf8 import count_invalid_utf8
-
     tally = _Tally()
     is_kept = np.zeros(EMPTY + 1, dtype=bool)
     is_kept[kept] = True
     reader = Prefetch(iter_source(src.infos, src.count_columns, batch_bytes, skip_nulls))
     try:
         with progress(sum(i.column_bytes for i in src.infos), unit="B", desc="gpt2", quiet=quiet) as bar:
-            for si, batch, expected in reader:
+            for si, batch, expected, invalid_utf8 in reader:
                 ids, id_off = enc.encode_arrays(batch.data, batch.offsets)
-                tally.invalid_utf8 += int(count_invalid_utf8(batch.data, batch.offsets))
+                tally.invalid_utf8 += invalid_utf8
                 counts = np.diff(id_off)
                 if expected is not None:
                     _check_counts(counts, expected, batch, src, si)

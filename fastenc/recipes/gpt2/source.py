@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fastenc.arrow_io import iter_string_batches, read_column_rows, read_row_group
+from fastenc.arrow_io import invalid_utf8_count, iter_string_batches, read_column_rows, read_row_group
 from fastenc.errors import InputError
 
 
@@ -71,7 +71,8 @@ def count_column_of(path: Path, count_column: str | None) -> str | None:
 
 
 def iter_source(infos, count_columns, batch_bytes: int, skip_nulls: bool = False) -> Iterator[tuple]:
-    """``(source index, StringBatch, expected counts or None)`` over every input, in order."""
+    """``(source index, StringBatch, expected counts or None, documents not valid UTF-8)`` over
+    every input, in order (the UTF-8 count is taken here, on the reader thread, beside the encoder)."""
     for si, info in enumerate(infos):
         if info.num_rows == 0:
             continue
@@ -80,7 +81,7 @@ def iter_source(infos, count_columns, batch_bytes: int, skip_nulls: bool = False
             if batch.num_rows == 0:
                 continue
             expected = counts.take(batch.first_row, batch.num_rows) if counts is not None else None
-            yield si, batch, expected
+            yield si, batch, expected, invalid_utf8_count(batch.data, batch.offsets)
 
 
 _END = object()

@@ -59,7 +59,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow.parquet as pq
 
-from fastenc.arrow_io import read_column_rows, resolve_inputs
+from fastenc.arrow_io import invalid_utf8_count, read_column_rows, resolve_inputs
 from fastenc.errors import InputError, VerificationError, UsageError
 from fastenc.progress import format_bytes, progress, summary_line
 from fastenc.run import OutputSpec, Run, make_request
@@ -142,7 +142,6 @@ def _encode_pass(path: Path, column: str, enc, shard: int, num_shards: int, shar
     """One pass over the file: per Arrow chunk, hash every URL, check its shard, and encode it
     (canonical + BPE + the leading 0) into one growing token buffer, in the source's order."""
     from fastenc.kernels.url_pack import count_outside_shard, shard_of
-    from fastenc.kernels.utf8 import count_invalid_utf8
     from fastenc.kernels.xxh3 import xxh3_64_batch
 
     pf, _ = _open_column(path, column)
@@ -188,7 +187,7 @@ def _encode_pass(path: Path, column: str, enc, shard: int, num_shards: int, shar
             samples.add(h, data, offsets, n)
             lengths = np.diff(offsets)
             empty += int(np.count_nonzero(lengths == 0))
-            invalid += int(count_invalid_utf8(data, offsets))
+            invalid += invalid_utf8_count(data, offsets)
             url_bytes += int(offsets[-1])
             max_len = max(max_len, int(lengths.max()))
         t2 = time.perf_counter()

@@ -62,13 +62,41 @@ def _verify(out_dir: Path, source, report: dict) -> None:
             f"summary.json was written with tokenizer sha256 {summary.get('tokenizer_sha256')}, but fastenc's gpt2 "
             f"tokenizer.json is {enc.sha256}: the ids may differ; re-encode with this fastenc"
         )
-    part_tokens = int(summary["part_tokens"])
     kept_names = list(summary["kept_buckets"])
     for name in kept_names:
         if name not in BUCKETS or not summary["buckets"][name]["kept"]:
             problems.append(f"summary.json: kept bucket {name!r} is unknown or not marked kept")
             return
+    _check_no_stray_parts(out_dir, summary, kept_names, problems)
+    totals = {"docs": 0, "tokens": 0}
+    metas: dict[str, list[dict]] = {}
+    for b, name in enumerate(BUCKETS):
+        info = summary["buckets"][name]
+        totals["docs"] += int(info["docs"])
+        totals["tokens"] += int(info["tokens"])
+        if name in kept_names:
+            metas[name] = _check_bucket(out_dir, summary, b, enc.sha256, problems)
+        elif info["parts"]:
+            problems.append(f"{name} is not kept but summary.json lists parts for it")
+    kept = _check_summary_totals(out_dir, summary, totals, kept_names, problems)
+    report.update(
+        documents=totals["docs"], tokens=totals["tokens"], kept_documents=kept["docs"], kept_tokens=kept["tokens"],
+        empty_documents=summary["empty_documents_skipped"], parts=sum(len(m) for m in metas.values()),
+        buckets={n: {"docs": summary["buckets"][n]["docs"], "tokens": summary["buckets"][n]["tokens"], "kept": n in kept_names} for n in BUCKETS},
+        checked_source=False,
+    )
+    if source is not None and not problems:
+        _compare_with_source(out_dir, summary, metas, [Path(p) for p in source], enc, report)
+        report["checked_source"] = True
+        how = " and ".join(sorted({"the count column" if f != "re-encoded" else "encoding it again"
+                                   for f in report.get("count_order_from", [])}))
+        report["source_compared"] = (
+            f"the bucket, order and token count of all {report.get('count_order_checked', 0):,} documents, from {how or 'nothing'}; "
+            f"{report.get('roundtrip_checked', 0):,} sampled documents decoded and compared byte for byte"
+        )
 
+
+def _check_no_stray_parts(out_dir: Path, summary: dict, kept_names: list, problems: list) -> None:
     listed: set[Path] = set()
     for name in kept_names:
         for part in summary["buckets"][name]["parts"]:
@@ -81,55 +109,62 @@ def _verify(out_dir: Path, source, report: dict) -> None:
                 if PART_FILE_RE.match(p.name) and p not in listed:
                     problems.append(f"{name}/{p.name} is on disk but not in summary.json (left from another run?)")
 
-    totals = {"docs": 0, "tokens": 0}
-    n_parts = 0
-    metas: dict[str, list[dict]] = {}
-    for b, name in enumerate(BUCKETS):
-        info = summary["buckets"][name]
-        totals["docs"] += int(info["docs"])
-        totals["tokens"] += int(info["tokens"])
-        if name not in kept_names:
-            if info["parts"]:
-                problems.append(f"{name} is not kept but summary.json lists parts for it")
-            continue
-        metas[name] = []
-        docs_sum = tokens_sum = 0
-        prev = None  # (tokens of the previous part)
-        for k, part in enumerate(info["parts"]):
-            stem = f"{name}/{part_stem(k)}"
-            if part["stem"] != stem:
-                problems.append(f"{name}: part {k} is {part['stem']!r}, expected {stem!r}")
-                continue
-            n_parts += 1
-            bin_path, idx_path, meta_path = (out_dir / (stem + s) for s in (".bin", ".idx.npy", ".meta.json"))
-            missing = [p.name for p in (bin_path, idx_path, meta_path) if not p.is_file()]
-            if missing:
-                problems.append(f"{stem}: missing {', '.join(missing)}")
-                continue
-            try:
-                meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                problems.append(f"{stem}.meta.json cannot be read: {exc}")
-                continue
-            metas[name].append(meta)
-            checks = check_part_files(bin_path, idx_path, b)
-            problems += [f"{stem}: {p}" for p in checks["problems"]]
-            _check_meta(stem, meta, part, checks, name, k, docs_sum, summary, enc.sha256, problems)
-            if part["tokens"] > part_tokens and part["docs"] != 1:
-                problems.append(f"{stem}: {part['tokens']} tokens > part_tokens {part_tokens} with {part['docs']} documents")
-            if prev is not None and checks["docs"]:
-                first_len = int(np.load(idx_path, mmap_mode="r")[1])
-                if prev + first_len <= part_tokens:
-                    problems.append(
-                        f"{stem}: its first document ({first_len} tokens) would have fitted in the previous part "
-                        f"({prev} of {part_tokens} tokens): the part rule was not followed"
-                    )
-            prev = checks["bin_tokens"]
-            docs_sum += int(part["docs"])
-            tokens_sum += int(part["tokens"])
-        if docs_sum != info["docs"] or tokens_sum != info["tokens"]:
-            problems.append(f"{name}: summary.json says {info['docs']} docs / {info['tokens']} tokens, its parts add up to {docs_sum} / {tokens_sum}")
 
+def _check_bucket(out_dir: Path, summary: dict, b: int, sha: str, problems: list) -> list[dict]:
+    """Check every part of kept bucket ``b`` (files, meta, part rule); returns the parts' metas."""
+    name = BUCKETS[b]
+    info = summary["buckets"][name]
+    part_tokens = int(summary["part_tokens"])
+    metas: list[dict] = []
+    docs_sum = tokens_sum = 0
+    prev = None  # tokens of the previous part
+    for k, part in enumerate(info["parts"]):
+        stem = f"{name}/{part_stem(k)}"
+        if part["stem"] != stem:
+            problems.append(f"{name}: part {k} is {part['stem']!r}, expected {stem!r}")
+            continue
+        checked = _check_part(out_dir, summary, stem, part, b, k, docs_sum, sha, problems)
+        if checked is None:
+            continue
+        meta, checks, idx_path = checked
+        metas.append(meta)
+        if prev is not None and checks["docs"]:
+            first_len = int(np.load(idx_path, mmap_mode="r")[1])
+            if prev + first_len <= part_tokens:
+                problems.append(
+                    f"{stem}: its first document ({first_len} tokens) would have fitted in the previous part "
+                    f"({prev} of {part_tokens} tokens): the part rule was not followed"
+                )
+        prev = checks["bin_tokens"]
+        docs_sum += int(part["docs"])
+        tokens_sum += int(part["tokens"])
+    if docs_sum != info["docs"] or tokens_sum != info["tokens"]:
+        problems.append(f"{name}: summary.json says {info['docs']} docs / {info['tokens']} tokens, its parts add up to {docs_sum} / {tokens_sum}")
+    return metas
+
+
+def _check_part(out_dir: Path, summary: dict, stem: str, part: dict, b: int, k: int, docs_before: int, sha: str, problems: list):
+    """``(meta, file checks, idx path)`` of one part after checking it, or None if it is missing."""
+    bin_path, idx_path, meta_path = (out_dir / (stem + s) for s in (".bin", ".idx.npy", ".meta.json"))
+    missing = [p.name for p in (bin_path, idx_path, meta_path) if not p.is_file()]
+    if missing:
+        problems.append(f"{stem}: missing {', '.join(missing)}")
+        return None
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        problems.append(f"{stem}.meta.json cannot be read: {exc}")
+        return None
+    checks = check_part_files(bin_path, idx_path, b)
+    problems += [f"{stem}: {p}" for p in checks["problems"]]
+    _check_meta(stem, meta, part, checks, BUCKETS[b], k, docs_before, summary, sha, problems)
+    part_tokens = int(summary["part_tokens"])
+    if part["tokens"] > part_tokens and part["docs"] != 1:
+        problems.append(f"{stem}: {part['tokens']} tokens > part_tokens {part_tokens} with {part['docs']} documents")
+    return meta, checks, idx_path
+
+
+def _check_summary_totals(out_dir: Path, summary: dict, totals: dict, kept_names: list, problems: list) -> dict:
     if summary["total"] != totals:
         problems.append(f"summary.json total {summary['total']} but the buckets add up to {totals}")
     kept = {"docs": sum(summary["buckets"][n]["docs"] for n in kept_names), "tokens": sum(summary["buckets"][n]["tokens"] for n in kept_names)}
@@ -143,22 +178,7 @@ def _verify(out_dir: Path, source, report: dict) -> None:
     tsv = out_dir / SUMMARY_TSV
     if not tsv.is_file() or tsv.read_text(encoding="utf-8") != summary_tsv(summary):
         problems.append("summary.tsv is missing or does not match summary.json")
-
-    report.update(
-        documents=totals["docs"], tokens=totals["tokens"], kept_documents=kept["docs"], kept_tokens=kept["tokens"],
-        empty_documents=summary["empty_documents_skipped"], parts=n_parts,
-        buckets={n: {"docs": summary["buckets"][n]["docs"], "tokens": summary["buckets"][n]["tokens"], "kept": n in kept_names} for n in BUCKETS},
-        checked_source=False,
-    )
-    if source is not None and not problems:
-        _compare_with_source(out_dir, summary, metas, [Path(p) for p in source], enc, report)
-        report["checked_source"] = True
-        how = " and ".join(sorted({"the count column" if f != "re-encoded" else "encoding it again"
-                                   for f in report.get("count_order_from", [])}))
-        report["source_compared"] = (
-            f"the bucket, order and token count of all {report.get('count_order_checked', 0):,} documents, from {how or 'nothing'}; "
-            f"{report.get('roundtrip_checked', 0):,} sampled documents decoded and compared byte for byte"
-        )
+    return kept
 
 
 def _check_meta(stem, meta, part, checks, name, k, docs_before, summary, sha, problems) -> None:

@@ -69,9 +69,11 @@ def reread_xxh3(path: Path, written: str, what: str) -> None:
     import xxhash
 
     h = xxhash.xxh3_64()
+    buffer = bytearray(4 << 20)  # one reused block: reading back never holds more than 4 MB
+    view = memoryview(buffer)
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(16 << 20), b""):
-            h.update(block)
+        while n := f.readinto(buffer):
+            h.update(view[:n])
     if h.hexdigest() != written:
         raise VerificationError(f"{what}: the file read back differs from what was written (xxh3 {h.hexdigest()} != "
                                 f"{written}): is the disk full or failing? nothing was published")

@@ -53,7 +53,7 @@ def main() -> int:
     from fastenc.kernels.canonical import canonical_batch as canonical_prange
     from fastenc.kernels.encode import compact_runs, encode_batch_counts
     from fastenc.kernels.xxh3 import xxh3_64_batch
-    from fastenc.recipes import urls_threads as th
+    from fastenc.recipes.urls import threads as th
 
     numba.set_num_threads(args.threads)
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {args.threads} threads, "

@@ -158,8 +158,8 @@ def warm_url_encoder(work: Path) -> None:
     import numpy as np
 
     import fastenc
-    from fastenc.recipes.urls_encode import encode_url_chunk
-    from fastenc.recipes.urls_threads import canonical_batch
+    from fastenc.recipes.urls.encode import encode_url_chunk
+    from fastenc.recipes.urls.threads import canonical_batch
 
     enc = fastenc.load("urls")
     enc.encode_bytes(b"https://com.example.www/a")
@@ -214,8 +214,8 @@ def part_url_side(work: Path) -> None:
 
     import fastenc
     from fastenc.kernels import url_pack
-    from fastenc.recipes.urls_bin import iter_decoded
-    from fastenc.recipes.urls_threads import gather_spans, hash_batch, sort_by_hash
+    from fastenc.recipes.urls.bin import iter_decoded
+    from fastenc.recipes.urls.threads import gather_spans, hash_batch, sort_by_hash
 
     raw = b"".join(u.encode() for u in _URLS)
     data = np.frombuffer(raw, np.uint8)

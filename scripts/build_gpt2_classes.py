@@ -19,8 +19,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # reference.py lives with the tests
 
-from fastenc.reference import tiktoken_class_probe  # noqa: E402
+from reference import tiktoken_class_probe  # noqa: E402
 from fastenc.unicode_classes import GPT2_CLASSES_PATH, N_CODEPOINTS, format_class_ranges, parse_class_ranges  # noqa: E402
 
 

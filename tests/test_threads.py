@@ -1,4 +1,4 @@
-"""The batch kernels run as tasks on Python threads (fastenc.tasks, recipes/urls_threads):
+"""The batch kernels run as tasks on Python threads (fastenc.tasks, recipes/urls/threads):
 the same results as the references, for any number of tasks."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import xxhash
 
-from fastenc.canonical import canonical
-from fastenc.recipes.urls_threads import canonical_batch, gather_spans, hash_batch, sort_by_hash
+from fastenc.url_canonical import canonical
+from fastenc.recipes.urls.threads import canonical_batch, gather_spans, hash_batch, sort_by_hash
 from fastenc.tasks import read_only, run_tasks
 
 URLS = ["https://www.example.com/a?b#c", "", "http://x:1.y/", "ftp://[::1]/f", "https://日本.example.jp/ページ",

@@ -169,7 +169,7 @@ def canonical_batch(data, offsets):
 @njit(cache=True, nogil=True)
 def canonical_run(data, offsets, out, i0, i1):
     """canonical() of items ``i0 <= i < i1`` into ``out`` at their own offsets: one task's share
-    of ``canonical_batch`` (``fastenc.recipes.urls_threads.canonical_batch`` runs the tasks on
+    of ``canonical_batch`` (``fastenc.recipes.urls.threads.canonical_batch`` runs the tasks on
     threads and copies the bytes outside the items)."""
     for i in range(i0, i1):
         canonical_into(data, offsets[i], offsets[i + 1], out, offsets[i])

@@ -28,7 +28,7 @@ that recipe that are not plain numpy (``fastenc.recipes.urls`` drives them):
 
 Kernels that take long (``pack_url_run``, ``gather_slots``, ``gather_spans``) release the GIL (``nogil``), so the
 recipe's reader and writer threads keep working while they run. The gathers prefetch the URLs a
-few iterations ahead (``_prefetch``, an ``llvm.prefetch`` intrinsic): their reads are random.
+few iterations ahead (``loads.prefetch``, an ``llvm.prefetch`` intrinsic): their reads are random.
 
 Why a sort of our own: ``np.argsort`` of 36.6 M uint64 hashes takes ~9 s here (and its stable
 kind ~12 s); xxh3 hashes are uniform, so a two-level bucket sort (one parallel scatter on the
@@ -39,14 +39,12 @@ duplicate URLs) fall back to a merge sort, so no input makes it quadratic.
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit, prange
 
 from fastenc.kernels.canonical import canonical_into
 from fastenc.kernels.encode import encode_text
 from fastenc.kernels.jit import HELPER
+from fastenc.kernels.loads import prefetch
 from fastenc.kernels.xxh3 import mul128
 
 _U64 = np.uint64
@@ -54,29 +52,6 @@ _MASK32 = np.uint64(0xFFFFFFFF)
 _BUCKET_BITS = 12  # level-1 buckets: 4096 (tuned on 36.6 M keys: 12 bits 1.7 s, 14: 2.5 s, 16: 2.8 s)
 _SUB_BITS_MAX = 20
 _INSERTION_MAX = 64
-
-
-@intrinsic
-def _prefetch(typingctx, arr, index):
-    """Hint the CPU to load ``arr[index]``'s cache line (``llvm.prefetch``; never faults).
-
-    Gathering URLs in hash order reads them at random positions of gigabytes of memory; with
-    the lines of the URLs a few iterations ahead prefetched, the misses overlap instead of
-    queueing (measured 2.5-3x faster gathers on a 36.6 M-URL shard)."""
-    sig = types.void(arr, types.intp)
-
-    def codegen(context, builder, signature, args):
-        a, i = args
-        ptr = builder.gep(context.make_array(signature.args[0])(context, builder, a).data, [i])
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
-        # read, high temporal locality, data cache
-        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-
-    return sig, codegen
 
 
 _AHEAD = 16  # URLs to prefetch ahead in the gathers
@@ -296,7 +271,7 @@ def hash_order(keys, n_tasks):
 
 
 # hash_order's three parallel steps as one task's share each, for Python threads
-# (``fastenc.recipes.urls_sort.sort_by_hash``; see ``fastenc.tasks`` for why): the same
+# (``fastenc.recipes.urls.threads.sort_by_hash``; see ``fastenc.tasks`` for why): the same
 # permutation, and none of them is compiled with parallel=True.
 
 
@@ -369,7 +344,7 @@ def _round_trips(data, a, b, canon, c0, c1):
 def pack_url_run(data, offsets, order, canon_offsets, eos, vocab, classes, caches, canon, canon_read, scratch,
                  counts, irreversible, k0, k1):
     """Encode URLs ``order[k]``, ``k0 <= k < k1``, of the Arrow layout ``(data, offsets)``, each as
-    ``[eos] ++ ids``: one task's share of a chunk (``fastenc.recipes.urls_encode`` runs the
+    ``[eos] ++ ids``: one task's share of a chunk (``fastenc.recipes.urls.encode`` runs the
     tasks on threads, each with its own ``caches``, a ``PieceCaches``; any split gives the same
     result).
 
@@ -392,9 +367,9 @@ def pack_url_run(data, offsets, order, canon_offsets, eos, vocab, classes, cache
     # ~17% slower on the whole.
     for k in range(k0, k1):
         if k + 2 * _AHEAD < k1:
-            _prefetch(offsets, order[k + 2 * _AHEAD])
+            prefetch(offsets, order[k + 2 * _AHEAD])
         if k + _AHEAD < k1:
-            _prefetch(data, offsets[order[k + _AHEAD]])
+            prefetch(data, offsets[order[k + _AHEAD]])
         i = order[k]
         a = offsets[i]
         b = offsets[i + 1]
@@ -435,7 +410,7 @@ def gather_spans(tokens, tok_offsets, order, out, out_offsets, n_tasks):
     out_offsets[0] = 0
     for k in range(m):
         if k + _AHEAD < m:
-            _prefetch(tok_offsets, order[k + _AHEAD])
+            prefetch(tok_offsets, order[k + _AHEAD])
         i = order[k]
         out_offsets[k + 1] = out_offsets[k] + (tok_offsets[i + 1] - tok_offsets[i])
     n_tasks = max(1, n_tasks)
@@ -444,7 +419,7 @@ def gather_spans(tokens, tok_offsets, order, out, out_offsets, n_tasks):
         k1 = m * (task + 1) // n_tasks
         for k in range(k0, k1):
             if k + _AHEAD < k1:
-                _prefetch(tokens, tok_offsets[order[k + _AHEAD]])
+                prefetch(tokens, tok_offsets[order[k + _AHEAD]])
             i = order[k]
             o = out_offsets[k]
             for j in range(tok_offsets[i], tok_offsets[i + 1]):
@@ -460,7 +435,7 @@ def span_offsets(tok_offsets, order, out_offsets):
     out_offsets[0] = 0
     for k in range(m):
         if k + _AHEAD < m:
-            _prefetch(tok_offsets, order[k + _AHEAD])
+            prefetch(tok_offsets, order[k + _AHEAD])
         i = order[k]
         out_offsets[k + 1] = out_offsets[k] + (tok_offsets[i + 1] - tok_offsets[i])
     return out_offsets[m]
@@ -469,11 +444,11 @@ def span_offsets(tok_offsets, order, out_offsets):
 @njit(cache=True, nogil=True)
 def gather_span_run(tokens, tok_offsets, order, out, out_offsets, k0, k1):
     """``gather_spans``' copy loop for spans ``k0 <= k < k1`` (one task's share), with
-    ``out_offsets`` already filled; ``fastenc.recipes.urls_threads.gather_spans`` runs the tasks
+    ``out_offsets`` already filled; ``fastenc.recipes.urls.threads.gather_spans`` runs the tasks
     on threads."""
     for k in range(k0, k1):
         if k + _AHEAD < k1:
-            _prefetch(tokens, tok_offsets[order[k + _AHEAD]])
+            prefetch(tokens, tok_offsets[order[k + _AHEAD]])
         i = order[k]
         o = out_offsets[k]
         for j in range(tok_offsets[i], tok_offsets[i + 1]):

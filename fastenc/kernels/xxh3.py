@@ -339,7 +339,7 @@ def xxh3_64_batch(data, offsets):
 @njit(cache=True, nogil=True)
 def xxh3_64_run(data, offsets, out, i0, i1):
     """``out[i] = `` XXH3-64 of item i, ``i0 <= i < i1``: one task's share of ``xxh3_64_batch``
-    (``fastenc.recipes.urls_threads.hash_batch`` runs the tasks on threads)."""
+    (``fastenc.recipes.urls.threads.hash_batch`` runs the tasks on threads)."""
     secret = _default_secret()
     for i in range(i0, i1):
         out[i] = xxh3_64_secret(data, offsets[i], offsets[i + 1], secret)

@@ -35,7 +35,9 @@ from fastenc.kernels.piece_cache import (
     tiny_cache_lookup,
     tiny_cache_store,
 )
+from fastenc.kernels.pretok_cl100k import cl100k_piece_end
 from fastenc.kernels.pretok_gpt2 import gpt2_piece_end
+from fastenc.kernels.pretok_o200k import o200k_piece_end
 from fastenc.kernels.pretok_url import url_piece_end
 from fastenc.kernels.segments import segment_end
 from fastenc.kernels.tables import token_id_of
@@ -55,15 +57,16 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
     ranks = np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # scratch of the short-piece merge
     work = np.empty(7 * 4 * MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # of the long-piece merge (grows)
     out_limit = out_pos + (end - start)
-    # Cached ids are uint16: larger vocabularies skip the caches.
-    cacheable = vocab.config[cfg.VOCAB_SIZE] <= 65536
-    tiny_bytes = TINY_MAX_BYTES if cacheable else 1
-    short_bytes = max_piece_bytes(short) if cacheable else 1
-    long_bytes = max_piece_bytes(long) if cacheable else 1
+    # Cached ids are uint16: with a larger vocabulary only pieces whose ids all fit are cached.
+    wide = vocab.config[cfg.VOCAB_SIZE] > 65536
+    tiny_bytes = TINY_MAX_BYTES
+    short_bytes = max_piece_bytes(short)
+    long_bytes = max_piece_bytes(long)
     short_ids = max_piece_ids(short)
     short_layout = short.shape[1] == SHORT_WORDS  # then the specialised lookup applies
     long_ids = max_piece_ids(long)
-    gpt2 = vocab.config[cfg.PRETOKENIZER] == cfg.PRETOK_GPT2
+    pretok = vocab.config[cfg.PRETOKENIZER]
+    gpt2 = pretok == cfg.PRETOK_GPT2
     whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
     joinable = vocab.joinable
     pos = start
@@ -77,6 +80,10 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
         else:
             if gpt2:
                 piece_end = gpt2_piece_end(data, pos, end, classes)
+            elif pretok == cfg.PRETOK_CL100K:
+                piece_end = cl100k_piece_end(data, pos, end, classes)
+            elif pretok == cfg.PRETOK_O200K:
+                piece_end = o200k_piece_end(data, pos, end, classes)
             else:
                 piece_end = url_piece_end(data, pos, end)
             if piece_end - pos > short_bytes:
@@ -121,7 +128,13 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
             else:
                 new_pos = merge_short_piece(data, pos, piece_end, vocab, ranks, out, out_pos)
                 count = new_pos - out_pos
-                if n <= tiny_bytes and count <= TINY_MAX_IDS:
+                if wide:  # an id above 65,535 cannot be cached: such a piece is merged every time
+                    for j in range(out_pos, new_pos):
+                        if out[j] > 65535:
+                            count = -1
+                if count < 0:
+                    pass
+                elif n <= tiny_bytes and count <= TINY_MAX_IDS:
                     tiny_cache_store(tiny, data, pos, piece_end, out, out_pos, count)
                 else:
                     if n <= short_bytes and count <= short_ids:

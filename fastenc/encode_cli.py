@@ -9,7 +9,10 @@ from fastenc.errors import InputError
 
 def add_arguments(p) -> None:
     p.add_argument("input", nargs="?", default="-", help="UTF-8 text file (default: stdin)")
-    p.add_argument("-t", "--tokenizer", default="gpt2", help="'gpt2', 'urls' or a path to a tokenizer.json (default: gpt2)")
+    p.add_argument("-t", "--tokenizer", default="gpt2",
+                   help="'gpt2', 'cl100k_base', 'o200k_base', 'urls', or a path to a tokenizer.json or .tiktoken file (default: gpt2)")
+    p.add_argument("--pattern", default=None, choices=["cl100k", "o200k", "gpt2"],
+                   help="the split pattern of a .tiktoken file given to -t by path")
     p.add_argument("-o", "--output", help="write the ids as a flat little-endian bin here instead of printing them")
     p.add_argument("--decode", action="store_true", help="print each id with the text it stands for")
 
@@ -25,7 +28,7 @@ def run(args) -> int:
         if not path.is_file():
             raise InputError(f"no such file: {path}; pass a UTF-8 text file or '-' for stdin")
         data = path.read_bytes()
-    enc = fastenc.load(args.tokenizer)
+    enc = fastenc.load(args.tokenizer, pattern=args.pattern)  # ids: uint16 if they all fit, else uint32
     ids = enc.encode_bytes(data)
     if args.output:
         with atomic_output(args.output) as f:

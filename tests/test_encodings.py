@@ -227,3 +227,51 @@ def test_class_tables_agree_with_tiktoken_on_a_sample():
     assert np.array_equal(upper, np.isin(o2, [1, 3, 4])) and np.array_equal(lower, np.isin(o2, [2, 3, 4]))
     assert np.array_equal(tiktoken_set_probe(r"\p{L}", cps), gpt2_class_table()[cps] == 1)
     assert np.array_equal(tiktoken_set_probe(r"\p{N}", cps), o2 == 5)
+
+
+def test_encode_cli_writes_uint32_ids(tmp_path, oracle, capsys):
+    from fastenc.cli import main
+
+    text = "GPT-4o's tokenizer: 12345 \r\n\n  x/y"
+    src = tmp_path / "in.txt"
+    src.write_text(text, encoding="utf-8")
+    for name in NAMES:
+        out = tmp_path / f"{name}.bin"
+        assert main(["encode", str(src), "-t", name, "-o", str(out)]) == 0
+        assert np.fromfile(out, dtype="<u4").tolist() == oracle[name].encode_ordinary(text)
+    assert main(["encode", str(src), "-t", str(builtin_tiktoken_file("o200k_base")), "--pattern", "o200k"]) == 0
+    assert capsys.readouterr().out.split() == [str(i) for i in oracle["o200k_base"].encode_ordinary(text)]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bucketed_recipe_with_another_encoding(tmp_path, oracle, docs_fixture, name):
+    import json
+
+    from fastenc.recipes.gpt2 import encode_gpt2, verify_output
+
+    src = tmp_path / "docs.parquet"
+    pq.write_table(docs_fixture.select(["text"]).slice(0, 60), src)
+    out = tmp_path / "out"
+    summary = encode_gpt2([src], out, encoding=name, part_tokens=20_000, decode_every=7, quiet=True)
+    sha = hashlib.sha256(builtin_tiktoken_file(name).read_bytes()).hexdigest()
+    assert (summary["tokenizer"], summary["dtype"], summary["tokenizer_sha256"]) == (name, "uint32", sha)
+    report = verify_output(out, source=[src])
+    assert report["ok"], report["problems"]
+    texts = docs_fixture.column("text").to_pylist()[:60]
+    want = {len(ids): ids for ids in oracle[name].encode_ordinary_batch(texts)}
+    seen = 0
+    for bucket in summary["kept_buckets"]:
+        for part in summary["buckets"][bucket]["parts"]:
+            meta = json.loads((out / (part["stem"] + ".meta.json")).read_text())
+            assert (meta["tokenizer"], meta["dtype"], meta["tokenizer_sha256"]) == (name, "uint32", sha)
+            ids = np.fromfile(out / (part["stem"] + ".bin"), dtype="<u4")
+            idx = np.load(out / (part["stem"] + ".idx.npy"))
+            for a, z in zip(idx[:-1], idx[1:]):
+                assert ids[a:z].tolist() == want[z - a]  # (token counts of these documents are distinct)
+                seen += 1
+    assert seen == sum(1 for t in texts if t)
+    # A sidecar that names another encoding than the bins were made with is caught.
+    s = json.loads((out / "summary.json").read_text())
+    s["tokenizer"] = "gpt2"
+    (out / "summary.json").write_text(json.dumps(s))
+    assert not verify_output(out)["ok"]

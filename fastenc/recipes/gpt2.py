@@ -74,6 +74,7 @@ from fastenc.recipes.gpt2_format import (  # noqa: F401  (re-exports)
     SUMMARY_TSV,
     TOKENIZER,
     VOCAB_SIZE,
+    TokenFormat,
     bucket_of,
     bucket_range,
     buckets_of,
@@ -81,6 +82,7 @@ from fastenc.recipes.gpt2_format import (  # noqa: F401  (re-exports)
     parse_buckets,
     part_stem,
     summary_tsv,
+    token_format,
 )
 from fastenc.recipes.gpt2_parts import Batch, BucketWriter
 from fastenc.recipes.gpt2_source import Prefetch, count_column_of, describe_document, iter_source
@@ -134,7 +136,8 @@ def _finished_same(out_dir: Path, request: dict) -> dict | None:
                 for suffix in (".bin", ".idx.npy", ".meta.json"):
                     if not stem.with_name(stem.name + suffix).is_file():
                         return None
-                if stem.with_name(stem.name + ".bin").stat().st_size != 2 * part["tokens"]:
+                item = 4 if summary.get("dtype") == "uint32" else 2
+                if stem.with_name(stem.name + ".bin").stat().st_size != item * part["tokens"]:
                     return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -155,6 +158,8 @@ def encode_gpt2(
     threads: int | None = None,
     overwrite: bool = False,
     quiet: bool = False,
+    encoding: str = TOKENIZER,
+    pattern: str | None = None,
 ) -> dict:
     """Encode the documents of ``inputs`` into GPT-2 bucketed bins under ``out_dir``; returns the summary.
 
@@ -164,7 +169,11 @@ def encode_gpt2(
     ``count_column``: the column of expected token counts, compared for every document of
     every file that has it (None: no comparison). ``decode_every``: every N-th document of each
     bucket (and each part's first) is decoded back from disk and compared with its source.
-    ``threads``: Numba threads for the encoder (default: all). ``batch_bytes`` and ``threads``
+    ``threads``: Numba threads for the encoder (default: all). ``encoding``: ``"gpt2"`` (the
+    card's), ``"cl100k_base"``, ``"o200k_base"``, or the path of a tokenizer.json or of a
+    ``.tiktoken`` rank file (then ``pattern`` names its split); ids are stored as uint16 when every
+    id fits, else uint32, and the choice is recorded with the encoding and its file's sha256.
+    The count column is only compared for gpt2 unless another one is named. ``batch_bytes`` and ``threads``
     change memory and speed only: the output is byte-identical for any values.
 
     ``out_dir`` must be absent or empty; if it already holds the finished output of the same
@@ -188,13 +197,15 @@ def encode_gpt2(
         inputs = [inputs]
     paths = resolve_inputs([os.fspath(p) for p in inputs])
     infos = inspect_inputs(paths, column, candidates=None if column else TEXT_CANDIDATES)
+    enc, fmt = _load_encoding(encoding, pattern)
+    if fmt.tokenizer != TOKENIZER and count_column == DEFAULT_COUNT_COLUMN:
+        count_column = None  # gpt2_tokens counts GPT-2 tokens: it cannot check another encoding
     count_columns = [count_column_of(i.path, count_column) for i in infos]
     id_columns = ["id" if "id" in pq.ParquetFile(i.path).schema_arrow.names else None for i in infos]
-    enc = fastenc.load(TOKENIZER)
-    if enc.vocab_size != VOCAB_SIZE or np.dtype(enc.dtype) != np.uint16:
-        raise AssertionError(f"the built-in gpt2 vocabulary has {enc.vocab_size} ids ({enc.dtype}), expected {VOCAB_SIZE} (uint16)")
     out_dir = Path(out_dir)
     request = _request(infos, column, kept, part_tokens, count_column, decode_every, enc.sha256)
+    if fmt.tokenizer != TOKENIZER:  # (a gpt2 request, and so its summary, is unchanged)
+        request["encoding"] = [fmt.tokenizer, fmt.pattern]
 
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"output {out_dir} exists and is not a directory: choose a directory path with -o")
@@ -223,7 +234,7 @@ def encode_gpt2(
          "file_bytes": i.file_bytes, "count_column": cc}
         for i, cc in zip(infos, count_columns)
     ]
-    ctx = {"encoder": enc, "sources": sources, "tokenizer_sha256": enc.sha256, "fastenc_version": __version__,
+    ctx = {"encoder": enc, "format": fmt, "sources": sources, "tokenizer_sha256": enc.sha256, "fastenc_version": __version__,
            "count_column": count_column if any(count_columns) else None}
     old_threads = numba.get_num_threads()
     if threads is not None:
@@ -309,11 +320,12 @@ def encode_gpt2(
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "fastenc_version": __version__,
-        "tokenizer": TOKENIZER,
+        "tokenizer": fmt.tokenizer,
+        **({"tokenizer_pattern": fmt.pattern} if fmt.pattern else {}),
         "tokenizer_sha256": enc.sha256,
-        "vocab_size": VOCAB_SIZE,
-        "dtype": "uint16",
-        "encoding": ENCODING_TEXT,
+        "vocab_size": fmt.vocab_size,
+        "dtype": fmt.dtype,
+        "encoding": fmt.encoding_text,
         "bucket_edges": EDGES.tolist(),
         "kept_buckets": [BUCKETS[b] for b in kept],
         "buckets": bucket_info,
@@ -376,6 +388,26 @@ def encode_gpt2(
     return summary
 
 
+def _load_encoding(encoding: str, pattern: str | None):
+    """(Encoder, TokenFormat) for ``--encoding``: a built-in name, or a file path (made absolute,
+    so that ``verify`` finds it from anywhere)."""
+    import fastenc
+    from fastenc.vocab import TIKTOKEN_BUILTIN
+
+    if encoding == TOKENIZER:
+        if pattern is not None:
+            raise InputError("--pattern applies to a .tiktoken file given by path, not to gpt2")
+        enc = fastenc.load(TOKENIZER)
+        if enc.vocab_size != VOCAB_SIZE or np.dtype(enc.dtype) != np.uint16:
+            raise AssertionError(f"the built-in gpt2 vocabulary has {enc.vocab_size} ids ({enc.dtype}), expected {VOCAB_SIZE} (uint16)")
+        return enc, token_format(TOKENIZER, enc)
+    if encoding in TIKTOKEN_BUILTIN:
+        return fastenc.load(encoding, pattern=pattern), token_format(encoding, fastenc.load(encoding), None)
+    path = os.path.abspath(encoding)
+    enc = fastenc.load(path, pattern=pattern)
+    return enc, token_format(path, enc, pattern)
+
+
 def _rmdir_if_empty(d: Path) -> None:
     try:
         d.rmdir()
@@ -408,6 +440,11 @@ def add_arguments(p) -> None:
                    help="buckets to write, e.g. b1,b2,b3 (default: all of b0..b6); the others are counted and dropped")
     p.add_argument("--part-tokens", type=_size_arg, default=DEFAULT_PART_TOKENS,
                    help="part size limit in tokens; parts end at document boundaries (default: 268435456 = 2**28, 512 MiB of bin)")
+    p.add_argument("--encoding", default=TOKENIZER,
+                   help="gpt2 (default), cl100k_base, o200k_base, or the path of a tokenizer.json or .tiktoken file; "
+                        "ids are uint16 when they all fit, else uint32 (recorded in every sidecar)")
+    p.add_argument("--pattern", default=None, choices=["cl100k", "o200k", "gpt2"],
+                   help="the split pattern of a .tiktoken file given to --encoding by path")
     p.add_argument("--count-column", default=DEFAULT_COUNT_COLUMN,
                    help="column of expected token counts, compared for every document when present (default: gpt2_tokens)")
     p.add_argument("--no-count-check", action="store_true", help="do not compare token counts with a count column")
@@ -434,5 +471,7 @@ def run(args) -> int:
         threads=args.threads,
         overwrite=args.overwrite,
         quiet=args.quiet,
+        encoding=args.encoding,
+        pattern=args.pattern,
     )
     return 0

@@ -70,11 +70,13 @@ def _verify(out_dir: Path, source, report: dict) -> None:
     if summary.get("format_version") != FORMAT_VERSION:
         problems.append(f"summary.json format_version {summary.get('format_version')!r} is not {FORMAT_VERSION}: use the fastenc that wrote it")
         return
-    enc = fastenc.load(TOKENIZER)
+    enc, fmt = _recorded_encoding(summary, problems)
+    if enc is None:
+        return
     if summary.get("tokenizer_sha256") != enc.sha256:
         problems.append(
-            f"summary.json was written with tokenizer sha256 {summary.get('tokenizer_sha256')}, but fastenc's gpt2 "
-            f"tokenizer.json is {enc.sha256}: the ids may differ; re-encode with this fastenc"
+            f"summary.json was written with tokenizer sha256 {summary.get('tokenizer_sha256')}, but fastenc's "
+            f"{fmt.tokenizer} vocabulary file is {enc.sha256}: the ids may differ; re-encode with this fastenc"
         )
     part_tokens = int(summary["part_tokens"])
     kept_names = list(summary["kept_buckets"])
@@ -126,9 +128,9 @@ def _verify(out_dir: Path, source, report: dict) -> None:
                 problems.append(f"{stem}.meta.json cannot be read: {exc}")
                 continue
             metas[name].append(meta)
-            checks = check_part_files(bin_path, idx_path, b)
+            checks = check_part_files(bin_path, idx_path, b, fmt)
             problems += [f"{stem}: {p}" for p in checks["problems"]]
-            _check_meta(stem, meta, part, checks, name, k, docs_sum, summary, enc.sha256, problems)
+            _check_meta(stem, meta, part, checks, name, k, docs_sum, summary, enc.sha256, problems, fmt)
             if part["tokens"] > part_tokens and part["docs"] != 1:
                 problems.append(f"{stem}: {part['tokens']} tokens > part_tokens {part_tokens} with {part['docs']} documents")
             if prev is not None and checks["docs"]:
@@ -165,11 +167,29 @@ def _verify(out_dir: Path, source, report: dict) -> None:
         checked_source=False,
     )
     if source is not None and not problems:
-        _compare_with_source(out_dir, summary, metas, [Path(p) for p in source], enc, report)
+        _compare_with_source(out_dir, summary, metas, [Path(p) for p in source], enc, report, fmt)
         report["checked_source"] = True
 
 
-def _check_meta(stem, meta, part, checks, name, k, docs_before, summary, sha, problems) -> None:
+def _recorded_encoding(summary: dict, problems: list):
+    """The encoder and ``TokenFormat`` summary.json names (gpt2 for outputs from before
+    ``--encoding``), loaded the same way the run loaded it; (None, None) if it cannot be."""
+    from fastenc.errors import FastencError
+    from fastenc.recipes.gpt2 import _load_encoding
+
+    name = summary.get("tokenizer", TOKENIZER)
+    try:
+        enc, fmt = _load_encoding(name, summary.get("tokenizer_pattern"))
+    except FastencError as exc:
+        problems.append(f"summary.json names the encoding {name!r}, which cannot be loaded: {exc}")
+        return None, None
+    if summary.get("dtype", "uint16") != fmt.dtype or summary.get("vocab_size") != fmt.vocab_size:
+        problems.append(f"summary.json says {summary.get('dtype')} ids of a {summary.get('vocab_size')}-id vocabulary; "
+                        f"{name} has {fmt.vocab_size} ids, stored as {fmt.dtype}")
+    return enc, fmt
+
+
+def _check_meta(stem, meta, part, checks, name, k, docs_before, summary, sha, problems, fmt) -> None:
     def bad(text):
         problems.append(f"{stem}.meta.json: {text}")
 
@@ -179,12 +199,14 @@ def _check_meta(stem, meta, part, checks, name, k, docs_before, summary, sha, pr
     if meta["bucket"] != name or meta["part"] != k:
         bad(f"says bucket {meta['bucket']!r} part {meta['part']}, expected {name!r} part {k}")
     if meta["tokenizer_sha256"] != sha:
-        bad(f"tokenizer sha256 {meta['tokenizer_sha256']} is not fastenc's gpt2 tokenizer.json ({sha})")
+        bad(f"tokenizer sha256 {meta['tokenizer_sha256']} is not that of fastenc's {fmt.tokenizer} ({sha})")
+    if meta.get("tokenizer") != fmt.tokenizer or meta.get("dtype") != fmt.dtype:
+        bad(f"says {meta.get('dtype')} ids of {meta.get('tokenizer')!r}, summary.json {fmt.dtype} of {fmt.tokenizer!r}")
     if not meta.get("fastenc_version"):
         bad("no fastenc_version")
     if meta["docs"] != part["docs"] or meta["tokens"] != part["tokens"]:
         bad(f"{meta['docs']} docs / {meta['tokens']} tokens, summary.json says {part['docs']} / {part['tokens']}")
-    if checks["docs"] != meta["docs"] or checks["bin_tokens"] != meta["tokens"] or meta["bin_bytes"] != 2 * meta["tokens"]:
+    if checks["docs"] != meta["docs"] or checks["bin_tokens"] != meta["tokens"] or meta["bin_bytes"] != fmt.itemsize * meta["tokens"]:
         bad(f"{meta['docs']} docs / {meta['tokens']} tokens, the files hold {checks['docs']} / {checks['bin_tokens']}")
     for key in ("bin_xxh3_64", "idx_xxh3_64"):
         if meta[key] != checks[key] or part[key] != checks[key]:
@@ -238,7 +260,7 @@ class _BucketCursor:
         return self.take(1).size == 0
 
 
-def _compare_with_source(out_dir: Path, summary: dict, metas: dict, source: list[Path], enc, report: dict) -> None:
+def _compare_with_source(out_dir: Path, summary: dict, metas: dict, source: list[Path], enc, report: dict, fmt) -> None:
     problems = report["problems"]
     paths = resolve_inputs([str(p) for p in source])
     recorded = summary["sources"]
@@ -267,7 +289,7 @@ def _compare_with_source(out_dir: Path, summary: dict, metas: dict, source: list
             for (row, name, part, doc), text in zip(chunk, texts):
                 stem = f"{name}/{part_stem(part)}"
                 idx = np.load(out_dir / (stem + ".idx.npy"), mmap_mode="r")
-                tok = np.memmap(out_dir / (stem + ".bin"), dtype=np.uint16, mode="r")
+                tok = np.memmap(out_dir / (stem + ".bin"), dtype=fmt.disk_dtype, mode="r")
                 got = enc.decode_bytes(tok[idx[doc] : idx[doc + 1]])
                 want = text.encode("utf-8") if isinstance(text, str) else bytes(text)
                 checked += 1

@@ -275,3 +275,41 @@ def test_bucketed_recipe_with_another_encoding(tmp_path, oracle, docs_fixture, n
     s["tokenizer"] = "gpt2"
     (out / "summary.json").write_text(json.dumps(s))
     assert not verify_output(out)["ok"]
+
+
+def test_wide_piece_caches_round_trip_18_bit_ids():
+    from fastenc.kernels.piece_cache import ELSEWHERE, new_piece_cache, new_tiny_cache
+    from fastenc.kernels.piece_cache_wide import (
+        WIDE_MAX_ID,
+        wide_cache_lookup,
+        wide_cache_store,
+        wide_max_piece_ids,
+        wide_tiny_lookup,
+        wide_tiny_store,
+    )
+
+    rng = np.random.default_rng(5)
+    data = np.frombuffer(bytes(rng.integers(0, 256, 4096, dtype=np.uint8)), dtype=np.uint8)
+    caches = [(new_tiny_cache(64), wide_tiny_lookup, wide_tiny_store, 3, 8),
+              (new_piece_cache(64, 4), wide_cache_lookup, wide_cache_store, 4, 15),
+              (new_piece_cache(64, 8), wide_cache_lookup, wide_cache_store, 12, 31)]
+    assert [wide_max_piece_ids(c) for c, *_ in caches[1:]] == [4, 12]
+    for cache, lookup, store, max_ids, max_bytes in caches:
+        seen = set()  # a cache memoizes a function: one key is never stored with two values
+        for trial in range(40):
+            n = int(rng.integers(2, max_bytes + 1))
+            start = int(rng.integers(0, 4096 - n)) if trial % 2 else 4096 - n  # also at the buffer's end
+            if data[start:start + n].tobytes() in seen:
+                continue
+            seen.add(data[start:start + n].tobytes())
+            count = int(rng.integers(0, max_ids + 1))
+            ids = rng.integers(0, WIDE_MAX_ID + 1, count).astype(np.uint32)
+            ids[: min(count, 2)] = [WIDE_MAX_ID, 65536][: min(count, 2)]
+            store(cache, data, start, start + n, ids, 0, count)
+            for room in (count, 64):  # exact room (the careful copy) and plenty (the fast one)
+                out = np.zeros(64, dtype=np.uint32)
+                got = lookup(cache, data, start, start + n, out, 0, room)
+                if count:
+                    assert got == count and out[:count].tolist() == ids.tolist()
+                else:
+                    assert got == ELSEWHERE  # a marker

@@ -35,6 +35,7 @@ from fastenc.kernels.piece_cache import (
     tiny_cache_lookup,
     tiny_cache_store,
 )
+from fastenc.kernels.encode_wide import encode_text_wide
 from fastenc.kernels.pretok_cl100k import cl100k_piece_end
 from fastenc.kernels.pretok_gpt2 import gpt2_piece_end
 from fastenc.kernels.pretok_o200k import o200k_piece_end
@@ -50,6 +51,8 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
     ``out`` needs room for ``end - start`` ids from ``out_pos``; all of that room may be
     written to (the ids end at the returned position; what lies past it is scratch).
     """
+    if vocab.config[cfg.VOCAB_SIZE] > 65536:  # ids above uint16 (cl100k, o200k): encode_wide.py
+        return encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos)
     byte_ids = vocab.byte_ids
     tiny = caches.tiny
     short = caches.short
@@ -57,11 +60,11 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
     ranks = np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # scratch of the short-piece merge
     work = np.empty(7 * 4 * MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # of the long-piece merge (grows)
     out_limit = out_pos + (end - start)
-    # Cached ids are uint16: with a larger vocabulary only pieces whose ids all fit are cached.
-    wide = vocab.config[cfg.VOCAB_SIZE] > 65536
-    tiny_bytes = TINY_MAX_BYTES
-    short_bytes = max_piece_bytes(short)
-    long_bytes = max_piece_bytes(long)
+    # Cached ids are uint16 here (larger vocabularies went to encode_text_wide above).
+    cacheable = vocab.config[cfg.VOCAB_SIZE] <= 65536
+    tiny_bytes = TINY_MAX_BYTES if cacheable else 1
+    short_bytes = max_piece_bytes(short) if cacheable else 1
+    long_bytes = max_piece_bytes(long) if cacheable else 1
     short_ids = max_piece_ids(short)
     short_layout = short.shape[1] == SHORT_WORDS  # then the specialised lookup applies
     long_ids = max_piece_ids(long)
@@ -128,13 +131,7 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
             else:
                 new_pos = merge_short_piece(data, pos, piece_end, vocab, ranks, out, out_pos)
                 count = new_pos - out_pos
-                if wide:  # an id above 65,535 cannot be cached: such a piece is merged every time
-                    for j in range(out_pos, new_pos):
-                        if out[j] > 65535:
-                            count = -1
-                if count < 0:
-                    pass
-                elif n <= tiny_bytes and count <= TINY_MAX_IDS:
+                if n <= tiny_bytes and count <= TINY_MAX_IDS:
                     tiny_cache_store(tiny, data, pos, piece_end, out, out_pos, count)
                 else:
                     if n <= short_bytes and count <= short_ids:

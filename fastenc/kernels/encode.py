@@ -8,8 +8,9 @@ Public kernels (callable from other people's ``@njit`` code; all tables are argu
 * ``gather_batch(scratch, offsets, counts, out, out_offsets)`` (parallel; per-document slots)
 
 ``data`` is UTF-8 as ``uint8[::1]``; ``vocab`` a ``fastenc.vocab.Vocab``; ``classes`` the
-GPT-2 code-point class table (``fastenc.unicode_classes.gpt2_class_table()``; any uint8
-array for the URL pre-tokenizer, which ignores it); ``caches`` one thread's
+code-point class table its pre-tokenizer reads (``Encoder.classes``,
+``fastenc.unicode_classes.class_table_for(info.pretokenizer)``: GPT-2's for gpt2 and cl100k,
+``o200k_class_table()`` for o200k; any uint8 array for the URL pre-tokenizer, which ignores it); ``caches`` one thread's
 ``fastenc.kernels.piece_cache.new_piece_caches()``; ``out`` any integer array with room for
 ``end - start`` more ids (an id never covers less than one byte).
 """

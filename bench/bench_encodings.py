@@ -76,6 +76,7 @@ def _make_runner(tool: str, name: str, threads: int):
         import bpe_openai
 
         enc = bpe_openai.get_encoding(name)
+        enc._runtime.config.chunk_limit = 1 << 40  # its default refuses a document of > 200,000 tokens
         return (lambda column, texts: enc.encode_ordinary_batch(texts, num_threads=threads)), list
     if tool == "rs-bpe":
         from rs_bpe.bpe import openai

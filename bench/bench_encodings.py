@@ -29,7 +29,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DOCS = REPO.parent / "shared" / "data" / "text" / "docs.parquet"
-TOOLS = ["fastenc", "tiktoken", "gigatoken", "quicktok-v1", "bpe-openai", "rs-bpe"]
+TOOLS = ["fastenc", "tiktoken", "gigatoken", "gigatoken-ordinary", "quicktok-v1", "bpe-openai", "rs-bpe"]
+PATTERNS = {"cl100k_base": "cl100k", "o200k_base": "o200k"}
 
 
 def _tiktoken(name: str):
@@ -57,10 +58,14 @@ def _make_runner(tool: str, name: str, threads: int):
     if tool == "tiktoken":
         enc = _tiktoken(name)
         return (lambda column, texts: enc.encode_ordinary_batch(texts, num_threads=threads)), list
-    if tool == "gigatoken":
+    if tool in ("gigatoken", "gigatoken-ordinary"):
         import gigatoken
 
-        tok = gigatoken.Tokenizer.from_tiktoken(str(REPO / "vocab" / name / f"{name}.tiktoken"))
+        path = str(REPO / "vocab" / name / f"{name}.tiktoken")
+        if tool == "gigatoken":  # as the issue names it: specials from the file name, so the text
+            tok = gigatoken.Tokenizer.from_tiktoken(path)  # "<|endoftext|>" becomes one id (not encode_ordinary)
+        else:  # no special tokens: tiktoken's encode_ordinary
+            tok = gigatoken.Tokenizer.from_tiktoken(path, pretokenizer=PATTERNS[name], special_tokens={})
         return (lambda column, texts: tok.encode_batch(texts)), lambda r: [list(x) for x in r.to_list()]
     if tool == "quicktok-v1":
         import quicktok

@@ -254,7 +254,8 @@ def load(name_or_path: str | os.PathLike = "gpt2", merge_rule: str | None = None
             )
         if pattern is not None or path.suffix == ".tiktoken":
             if pattern is None:
-                raise VocabError(f"{path} is a tiktoken rank file: say which split it uses, pattern='cl100k', 'o200k' or 'gpt2'")
+                raise VocabError(f"{path} is a tiktoken rank file: say which split it uses, pattern='cl100k', 'o200k' or 'gpt2' "
+                                 "(--pattern on the command line)")
             if merge_rule not in (None, "tiktoken"):
                 raise VocabError(f"a tiktoken rank file is encoded with tiktoken's merge rule, not {merge_rule!r}")
             return _load_cached(str(path), "tiktoken", path.stat().st_mtime_ns, str(path), pattern)

@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from _inputs import require  # noqa: E402  (bench/ is on sys.path when a bench runs)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INPUT = ROOT.parent / "shared" / "data" / "text" / "docs.parquet"
@@ -120,6 +121,8 @@ def main() -> None:
     ap.add_argument("--tmp", default=None, help="scratch directory for outputs (default: the system's)")
     ap.add_argument("--child", choices=["floor", "recipe", "recipe-warm"], help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if not args.child:
+        require(args.input, "--input")
 
     if args.child:
         out = Path(args.tmp)

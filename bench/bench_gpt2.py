@@ -1,26 +1,53 @@
-"""GPT-2 encode speed: fastenc against tiktoken, HF tokenizers and gigatok, on the same documents.
+"""GPT-2 encode speed: fastenc against gigatoken, tiktoken and HF tokenizers, on the same documents, in one run.
 
-    python bench/bench_gpt2.py [--docs ../shared/data/text/docs.parquet] [--repeat 5] [--rounds 3]
+    python bench/bench_gpt2.py [--docs PATH | --corpus {docs,reverse,cjk}] [--rounds 3] [--repeat 3]
+                               [--tools fastenc,gigatoken,...] [--threads 1,2] [--hf-docs 300]
 
-One command runs everything. Each (tool, threads) pair runs in its own subprocess, because the
-Rust peers size their thread pools once per process (RAYON_NUM_THREADS); every worker reads
-the same parquet column, checks its total token count against tiktoken's, and reports the
-median of ``--repeat`` timed passes after one untimed warm-up pass (for fastenc the warm-up
-pass is also reported: it is the cold piece-cache speed; each tool's one-off start-up is spent
-on one document before it). Then each tool
-runs once more, on one thread, in a fresh process, over text it has not seen: warmed up on the
-even-numbered documents, timed on the odd ones (the steady state of a long run, where caches are
-warm but most text is new). Then fastenc's
-first-run compile time (empty Numba cache) and warm start (compiled cache) are measured in
-fresh processes, until the first ids come back.
+One command runs everything and prints Markdown that pastes into bench/RESULTS.md: the CPU model, date,
+load average and exact command first, then the tables.
+
+Regimes (fastenc and gigatoken keep per-thread caches, so one number per tool would mislead):
+  first   one pass over all documents with empty caches, after each tool's one-off start-up (loading
+          kernels, building its tables, spawning its thread pool) has been spent on one document;
+  warm    the median of --repeat further passes over the same documents in the same process;
+  unseen  a fresh process encodes the even-numbered documents untimed, then is timed on the odd ones:
+          the steady state of a long run, warm caches but text never seen before.
+Every (tool, threads, regime) runs in its own subprocess (the Rust peers size their thread pools once per
+process: RAYON_NUM_THREADS; fastenc gets NUMBA_NUM_THREADS). Within a round the tools alternate (fastenc
+next to gigatoken; the order is reversed every other round), and each figure is the median over --rounds
+rounds. Times are wall clock (what a user waits for) and process CPU time (all threads; on a shared, noisy
+machine it moves less); MB are of UTF-8 text.
+
+Each tool gets its natural input and returns its natural output, and only that call is timed: fastenc the
+Arrow column (read zero-copy) -> (ids, offsets) arrays; gigatoken, tiktoken and HF a list of str ->
+awkward array / lists of ints / Encodings. HF tokenizers (~1.5 MB/s on this corpus) is timed on the first
+--hf-docs documents only, which the output states.
+
+Exactness: tiktoken's encode_ordinary (from ../shared/data via its make_cache.py, offline) is the oracle.
+Every run hashes each document's ids (outside the timing) and counts the documents that differ from the
+oracle (gigatoken reads a literal "<|endoftext|>" in the text as the special token: those documents are
+reported, not hidden), and each tool's total token count is printed.
+
+Memory: each worker's peak resident set (VmHWM, read before the exactness check's copies of the ids), next
+to its resident size with only the corpus loaded; for fastenc also the piece caches' bytes per thread (read
+from Encoder._task_caches(): reserved, and 4 KiB pages actually holding entries).
+
+Corpora (--corpus): "docs" the documents as given; "reverse" the same documents in reverse order (a
+different first pass and different even/odd halves); "cjk" only documents whose text is mostly CJK, Thai or
+Japanese (see CJK_RULE). --docs PATH takes any parquet file with a `text` column.
 
 Needs the bench extra: pip install -e '.[bench]'.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
+import importlib
+import itertools
 import json
 import os
+import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -29,21 +56,52 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DOCS = REPO.parent / "shared" / "data" / "text" / "docs.parquet"
+DEFAULT_SHARED = REPO.parent / "shared"
+DOCS_IN_SHARED = Path("data") / "text" / "docs.parquet"
 GPT2_JSON = REPO / "vocab" / "gpt2" / "tokenizer.json"
-TOOLS = ["fastenc", "tiktoken-loop", "tiktoken-batch", "hf-batch", "gigatok-batch"]
+TOOLS = ["fastenc", "gigatoken", "tiktoken-loop", "tiktoken-batch", "hf-batch"]
+SINGLE_THREADED = {"tiktoken-loop"}  # a Python loop runs on one thread by construction
+REGIMES = ["first", "warm", "unseen"]
+EOT = "<|endoftext|>"
+PACKAGES = {"fastenc": ["numba"], "gigatoken": ["gigatoken"], "tiktoken-loop": [], "tiktoken-batch": [], "hf-batch": ["tokenizers"]}
+
+# Thai; Hangul jamo, compatibility jamo and syllables; CJK punctuation, Hiragana, Katakana; Han (extension A,
+# the main block, compatibility ideographs, the supplementary planes); half-width and full-width forms.
+_CJK = re.compile(
+    "[\u0e00-\u0e7f\u1100-\u11ff\u3000-\u303f\u3040-\u309f\u30a0-\u30ff\u3130-\u318f"
+    "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff]"
+)
+_SPACE = re.compile(r"\s")
+CJK_SHARE = 0.5
+CJK_RULE = (
+    f"documents where Han, Hiragana, Katakana, Hangul, Thai or CJK punctuation/full-width characters are at "
+    f"least {CJK_SHARE:.0%} of the non-whitespace characters"
+)
 
 
-def _tiktoken():
-    sys.path.insert(0, str(REPO / "tests"))
-    from conftest import build_tiktoken_gpt2  # the same offline oracle the tests use
+class Missing(Exception):
+    """Something the bench needs is not there: reported as one line, never a traceback."""
 
-    shared = REPO.parent / "shared" / "data"
-    return build_tiktoken_gpt2(shared if shared.is_dir() else None)
+
+# --- worker side: one (tool, threads, regime) in its own process --------------------------------------------
+
+
+def _tiktoken_gpt2():
+    import tiktoken  # TIKTOKEN_CACHE_DIR was filled from ../shared by make_cache.py
+
+    return tiktoken.get_encoding("gpt2")
 
 
 def _make_runner(tool: str, threads: int):
-    """A function texts -> total token count, for one tool at one thread count."""
+    """(encode, flatten): encode(column, texts) -> the tool's own output, the only call timed;
+    flatten(output) -> (flat ids as uint32, per-document counts), for the exactness check."""
+    import numpy as np
+
+    def lists(out):
+        counts = np.fromiter((len(x) for x in out), dtype=np.int64, count=len(out))
+        flat = np.fromiter(itertools.chain.from_iterable(out), dtype=np.uint32, count=int(counts.sum()))
+        return flat, counts
+
     if tool == "fastenc":
         import numba
 
@@ -51,89 +109,521 @@ def _make_runner(tool: str, threads: int):
 
         numba.set_num_threads(threads)
         enc = fastenc.load("gpt2")
-        return lambda column, texts: len(enc.encode_batch(column)[0])
+        return (lambda column, texts: enc.encode_batch(column)), (lambda out: (out[0].astype(np.uint32), np.diff(out[1])))
+    if tool == "gigatoken":
+        import awkward as ak
+        import gigatoken
+
+        tok = gigatoken.Tokenizer(str(GPT2_JSON))
+        parallel = threads > 1
+        return (lambda column, texts: tok.encode_batch(texts, parallel=parallel)), (
+            lambda out: (np.asarray(ak.flatten(out, axis=1), dtype=np.uint32), np.asarray(ak.num(out, axis=1), dtype=np.int64))
+        )
     if tool == "tiktoken-loop":
-        enc = _tiktoken()
-        return lambda column, texts: sum(len(enc.encode_ordinary(t)) for t in texts)
+        enc = _tiktoken_gpt2()
+        return (lambda column, texts: [enc.encode_ordinary(t) for t in texts]), lists
     if tool == "tiktoken-batch":
-        enc = _tiktoken()
-        return lambda column, texts: sum(map(len, enc.encode_ordinary_batch(texts, num_threads=threads)))
+        enc = _tiktoken_gpt2()
+        return (lambda column, texts: enc.encode_ordinary_batch(texts, num_threads=threads)), lists
     if tool == "hf-batch":
         from tokenizers import Tokenizer
 
         tok = Tokenizer.from_file(str(GPT2_JSON))
-        tok.encode_special_tokens = True  # "<|endoftext|>" in a document is text, as in tiktoken
-        return lambda column, texts: sum(len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False))
-    if tool == "gigatok-batch":
-        import gigatok
-
-        tok = gigatok.Tokenizer(str(GPT2_JSON))
-        return lambda column, texts: sum(len(x) for x in tok.encode_batch(texts))
+        tok.encode_special_tokens = True  # "<|endoftext|>" in a document is text, as in encode_ordinary
+        return (lambda column, texts: tok.encode_batch(texts, add_special_tokens=False)), (lambda out: lists([e.ids for e in out]))
     raise SystemExit(f"unknown tool {tool}")
 
 
+def _digests(flat, counts):
+    """Per document: (token count, xxh3 of its ids as uint32)."""
+    import numpy as np
+    import xxhash
+
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    hashes = np.fromiter(
+        (xxhash.xxh3_64_intdigest(flat[s:e].tobytes()) for s, e in zip(starts.tolist(), ends.tolist())),
+        dtype=np.uint64, count=len(counts),
+    )
+    return counts.astype(np.int64), hashes
+
+
+def _timed(fn, *a):
+    cpu, wall = time.process_time(), time.perf_counter()
+    out = fn(*a)
+    return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def _rss(field: str = "VmHWM") -> int:
+    """Bytes of this process's resident memory: ``VmHWM`` its peak, ``VmRSS`` now.
+
+    Not ``getrusage().ru_maxrss``: Linux carries the high-water mark across exec, so a worker would report
+    the parent's peak (the main process holding the whole corpus as Python strings) instead of its own.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # no /proc: the best there is (kB on Linux)
+
+
+def _reset_peak_rss() -> None:
+    """Restart VmHWM from the current resident size (Linux >= 4.0); where that is refused, the peak
+    simply keeps counting from the process start."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def _fastenc_cache_bytes(threads: int) -> dict:
+    """The piece caches' memory: reserved (nbytes) and touched (4 KiB pages holding data), per thread.
+
+    Reads ``Encoder._task_caches()`` generically (whatever tables it holds): an array whose first axis has one
+    entry per thread counts per thread, any other array as shared.
+    """
+    import numpy as np
+
+    import fastenc
+
+    caches = fastenc.load("gpt2")._task_caches()
+    arrays = [a for a in (caches if isinstance(caches, tuple) else [caches]) if isinstance(a, np.ndarray)]
+    per_thread = [a for a in arrays if a.ndim >= 2 and a.shape[0] == threads]
+    shared = [a for a in arrays if not any(a is b for b in per_thread)]
+
+    def touched(a) -> int:
+        flat = a.reshape(-1).view(np.uint8)
+        pages = flat[: len(flat) // 4096 * 4096].reshape(-1, 4096)
+        return int(pages.any(axis=1).sum()) * 4096 + (4096 if flat[len(flat) // 4096 * 4096 :].any() else 0)
+
+    return {
+        "reserved_per_thread": sum(a[0].nbytes for a in per_thread),
+        "touched_per_thread": [sum(touched(a[t]) for a in per_thread) for t in range(threads)],
+        "shared_reserved": sum(a.nbytes for a in shared),
+        "shared_touched": sum(touched(a) for a in shared),
+        "tables": {f: list(getattr(caches, f).shape) for f in getattr(caches, "_fields", ())},
+    }
+
+
 def worker(args) -> None:
+    import numpy as np
     import pyarrow.parquet as pq
 
-    column = pq.read_table(args.docs, columns=["text"]).column("text").combine_chunks()
-    texts = column.to_pylist()
-    run = _make_runner(args.worker, args.threads)
-    # One document first, untimed: each tool's one-off start-up (for fastenc, loading the compiled
-    # kernels from Numba's cache, ~0.5 s, reported apart as the warm start) stays out of the
-    # "first pass", which is then the cold-cache speed.
-    run(column.slice(0, 1), texts[:1])
-    if args.scaling:
-        # fastenc on 1 and 2 threads in one process, alternating pass by pass: the ratio of the
-        # medians is then not skewed by the machine being slower in one process than another.
-        import numba
+    column = pq.read_table(args.corpus_file, columns=["text"]).column("text").combine_chunks()
+    if args.limit:
+        column = column.slice(0, args.limit)
+    # fastenc reads the Arrow column; only the peers need Python strings (their memory stays out of fastenc's RSS).
+    texts = column.to_pylist() if args.worker != "fastenc" else None
+    # Memory: resident with the corpus loaded, then the peak of everything after (the tool's code, tables,
+    # caches and outputs). The high-water mark is restarted before each stretch of encoding and read before
+    # the exactness check, whose copies of the ids are not the tool's.
+    n = len(column)
+    sub = lambda idx: (column.take(idx), [texts[i] for i in idx] if texts is not None else None)  # noqa: E731
+    even, odd = list(range(0, n, 2)), list(range(1, n, 2))
+    one_in = sub([0])
+    even_in, odd_in = (sub(even), sub(odd)) if args.regime == "unseen" else (None, None)
+    result: dict = {"rss_corpus": _rss("VmRSS")}
+    _reset_peak_rss()
+    encode, flatten = _make_runner(args.worker, args.threads)
+    encode(*one_in)  # the one-off start-up, out of every timed pass
+    peaks = []
+    if args.regime == "unseen":
+        encode(*even_in)
+        out, result["unseen_s"], result["unseen_cpu"] = _timed(encode, *odd_in)
+        peaks.append(_rss("VmHWM"))
+        counts, hashes = _digests(*flatten(out))
+        np.save(args.digest_file, np.stack([np.asarray(odd, dtype=np.uint64), counts.astype(np.uint64), hashes]))
+    else:
+        out, result["first_s"], result["first_cpu"] = _timed(encode, column, texts)
+        peaks.append(_rss("VmHWM"))
+        counts, hashes = _digests(*flatten(out))
+        del out
+        walls, cpus, same = [], [], True
+        for i in range(args.repeat):
+            _reset_peak_rss()
+            again, wall, cpu = _timed(encode, column, texts)
+            peaks.append(_rss("VmHWM"))
+            walls.append(wall)
+            cpus.append(cpu)
+            if i == args.repeat - 1:  # the warm output must be the cold one, document by document
+                same = bool((_digests(*flatten(again))[1] == hashes).all())
+            del again
+        result.update(warm_s=statistics.median(walls), warm_cpu=statistics.median(cpus), warm_walls=walls, warm_same=same)
+        np.save(args.digest_file, np.stack([np.arange(n, dtype=np.uint64), counts.astype(np.uint64), hashes]))
+    result["tokens"] = int(counts.sum())
+    result["rss_peak"] = max(peaks)
+    if args.worker == "fastenc":
+        try:
+            result["caches"] = _fastenc_cache_bytes(args.threads)
+        except Exception as err:  # the encoder's internals changed: report it, keep the timings
+            result["caches_error"] = f"{type(err).__name__}: {err}"
+    print(json.dumps(result))
 
-        import fastenc
 
-        enc = fastenc.load("gpt2")
-        times: dict = {1: [], 2: []}
-        for threads in (1, 2):
-            numba.set_num_threads(threads)
-            enc.encode_batch(column)  # one task's caches per thread: warm both layouts
-        for _ in range(args.repeat):
-            for threads in (1, 2):
-                numba.set_num_threads(threads)
-                t0 = time.perf_counter()
-                enc.encode_batch(column)
-                times[threads].append(time.perf_counter() - t0)
-        print(json.dumps({"t1": statistics.median(times[1]), "t2": statistics.median(times[2])}))
-        return
-    if args.heldout:
-        # The steady state of a long run: caches warmed on other documents (the even ones),
-        # then one timed pass over text never seen before (the odd ones).
-        even, odd = column.take(list(range(0, len(texts), 2))), column.take(list(range(1, len(texts), 2)))
-        run(even, texts[0::2])
-        t0 = time.perf_counter()
-        tokens = run(odd, texts[1::2])
-        seconds = time.perf_counter() - t0
-        mb = sum(len(t.encode("utf-8")) for t in texts[1::2]) / 1e6
-        print(json.dumps({"tokens": tokens, "heldout_s": seconds, "heldout_mb": mb}))
-        return
-    t0 = time.perf_counter()
-    tokens = run(column, texts)
-    first = time.perf_counter() - t0
-    times = []
-    for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        again = run(column, texts)
-        times.append(time.perf_counter() - t0)
-        assert again == tokens
-    print(json.dumps({"tokens": tokens, "first_s": first, "median_s": statistics.median(times), "times": times}))
+# --- main side ------------------------------------------------------------------------------------------
 
 
-def _spawn(tool: str, threads: int, args, extra_env=None, heldout: bool = False, scaling: bool = False) -> dict:
-    env = dict(os.environ, RAYON_NUM_THREADS=str(threads), NUMBA_NUM_THREADS=str(threads), **(extra_env or {}))
-    cmd = [sys.executable, __file__, "--worker", tool, "--threads", str(threads), "--repeat", str(args.repeat), "--docs", str(args.docs)]
-    cmd += ["--heldout"] if heldout else []
-    cmd += ["--scaling"] if scaling else []
+def _spawn(tool: str, threads: int, regime: str, args, env: dict, digest_file: Path) -> dict:
+    env = dict(env, RAYON_NUM_THREADS=str(threads), NUMBA_NUM_THREADS=str(threads))
+    cmd = [sys.executable, __file__, "--worker", tool, "--threads", str(threads), "--repeat", str(args.repeat),
+           "--regime", regime, "--corpus-file", str(args.corpus_file), "--digest-file", str(digest_file)]
+    if tool == "hf-batch":
+        cmd += ["--limit", str(args.hf_docs)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode:
-        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
+        lines = out.stderr.strip().splitlines()
+        return {"error": lines[-1] if lines else f"exit {out.returncode}"}
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _cpu_model() -> str:
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return "unknown (no lscpu)"
+
+
+def _cpu_flags() -> str:
+    try:
+        flags = next(l for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return "?"
+    return ", ".join(f for f in ("avx2", "avx512f", "avx512bw", "sse4_2", "bmi2") if f in flags)
+
+
+def _versions() -> str:
+    import importlib.metadata as md
+
+    parts = []
+    try:
+        sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "fastenc"], capture_output=True, text=True).stdout.strip()
+        parts.append(f"fastenc {sha}{' (fastenc/ modified)' if dirty else ''}")
+    except OSError:
+        parts.append("fastenc ?")
+    for pkg in ("gigatoken", "tiktoken", "tokenizers", "numba"):
+        try:
+            parts.append(f"{pkg} {md.version(pkg)}")
+        except md.PackageNotFoundError:
+            pass
+    return ", ".join(parts)
+
+
+def _check_setup(args, tools: list[str]) -> Path:
+    """Everything the run needs, or Missing(one line). Returns the tiktoken cache folder's parent (a temp dir)."""
+    for tool in tools:
+        if tool not in TOOLS:
+            raise Missing(f"unknown tool {tool!r} (choose from {', '.join(TOOLS)})")
+    for pkg in ["pyarrow", "xxhash", "tiktoken", "numpy"] + [p for t in tools for p in PACKAGES[t]] + (["awkward"] if "gigatoken" in tools else []):
+        try:
+            importlib.import_module(pkg)
+        except ImportError:
+            raise Missing(f"missing Python package {pkg!r}: install the bench extra, pip install -e '.[bench]'") from None
+    if not args.shared.is_dir():
+        raise Missing(f"missing the shared data folder {args.shared} (corpora and tiktoken's offline files, beside the "
+                      "checkout); pass --shared DIR")
+    make_cache = args.shared / "data" / "tiktoken" / "make_cache.py"
+    for need in (make_cache, args.shared / "data" / "gpt2" / "vocab.bpe", args.shared / "data" / "gpt2" / "encoder.json"):
+        if not need.is_file():
+            raise Missing(f"missing {need} (the shared data beside the checkout, for tiktoken's offline oracle); pass --shared DIR")
+    if not args.docs.is_file():
+        raise Missing(f"missing {args.docs} (the corpus); pass --docs PATH to a parquet file with a 'text' column")
+    if not GPT2_JSON.is_file():
+        raise Missing(f"missing {GPT2_JSON}")
+    return make_cache
+
+
+def _select(texts: list[str], corpus: str) -> tuple[list[int], str]:
+    """The indices of the documents of a corpus choice, in order, and a sentence saying how they were chosen."""
+    if corpus == "reverse":
+        return list(range(len(texts)))[::-1], "all documents, in reverse order"
+    if corpus == "cjk":
+        keep = []
+        for i, t in enumerate(texts):
+            visible = len(t) - len(_SPACE.findall(t))
+            if visible and len(_CJK.findall(t)) >= CJK_SHARE * visible:
+                keep.append(i)
+        return keep, f"only the {CJK_RULE}, in their order"
+    return list(range(len(texts))), "all documents, as given"
+
+
+def _prepare_corpus(args, tmp: Path) -> dict:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        column = pq.read_table(args.docs, columns=["text"]).column("text")
+    except (KeyError, pa.ArrowInvalid) as err:
+        raise Missing(f"{args.docs}: cannot read a 'text' column ({str(err).splitlines()[0]})") from None
+    texts = column.to_pylist()
+    if any(t is None for t in texts):
+        raise Missing(f"{args.docs}: the 'text' column has nulls")
+    idx, how = _select(texts, args.corpus)
+    if len(idx) < 2:
+        raise Missing(f"corpus {args.corpus!r} of {args.docs} has {len(idx)} document(s); the unseen regime needs 2 or more")
+    chosen = [texts[i] for i in idx]
+    args.corpus_file = tmp / "corpus.parquet"
+    pq.write_table(pa.table({"text": pa.array(chosen, type=pa.large_string())}), args.corpus_file)
+    nbytes = [len(t.encode("utf-8", "surrogatepass")) for t in chosen]
+    args.hf_docs = min(args.hf_docs, len(chosen))
+    return {"texts": chosen, "how": how, "mb": sum(nbytes) / 1e6, "odd_mb": sum(nbytes[1::2]) / 1e6,
+            "hf_mb": sum(nbytes[: args.hf_docs]) / 1e6, "hf_odd_mb": sum(nbytes[1 : args.hf_docs : 2]) / 1e6,
+            "eot": {i for i, t in enumerate(chosen) if EOT in t}}
+
+
+def _oracle(texts: list[str]):
+    """(counts, hashes) of tiktoken encode_ordinary per document (untimed, on every CPU).
+
+    In slices of documents: all of docs.parquet's ids at once would be ~40 M Python ints (~1.5 GB).
+    """
+    import numpy as np
+
+    enc = _tiktoken_gpt2()
+    counts, hashes = [], []
+    for start in range(0, len(texts), 512):
+        out = enc.encode_ordinary_batch(texts[start : start + 512], num_threads=os.cpu_count() or 1)
+        c = np.fromiter((len(x) for x in out), dtype=np.int64, count=len(out))
+        c, h = _digests(np.fromiter(itertools.chain.from_iterable(out), dtype=np.uint32, count=int(c.sum())), c)
+        counts.append(c)
+        hashes.append(h)
+    return np.concatenate(counts), np.concatenate(hashes)
+
+
+def _differ(digest_file: Path, oracle) -> list[int]:
+    import numpy as np
+
+    idx, counts, hashes = np.load(digest_file)
+    idx = idx.astype(np.int64)
+    bad = (counts.astype(np.int64) != oracle[0][idx]) | (hashes != oracle[1][idx])
+    return idx[bad].tolist()
+
+
+def _mbps(mb: float, seconds: float | None) -> str:
+    return f"{mb / seconds:.1f}" if seconds else "–"
+
+
+def _median(runs: list[dict], key: str):
+    vals = [r[key] for r in runs if key in r]
+    return statistics.median(vals) if vals else None
+
+
+def _ratio(a, b) -> str:
+    return f"{a / b:.2f}" if a and b else "–"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--docs", type=Path, help=f"a parquet file with a 'text' column (default: ../shared/{DOCS_IN_SHARED})")
+    parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED, help="the shared data folder (default: ../shared)")
+    parser.add_argument("--corpus", choices=["docs", "reverse", "cjk"], default="docs",
+                        help="docs: as given; reverse: in reverse order; cjk: only the mostly CJK/Thai/Japanese documents")
+    parser.add_argument("--repeat", type=int, default=3, help="warm passes per process (median)")
+    parser.add_argument("--rounds", type=int, default=3, help="run every tool this many times, alternating (medians over rounds)")
+    parser.add_argument("--threads", default="1,2", help="thread counts, comma-separated (default 1,2)")
+    parser.add_argument("--tools", default=",".join(TOOLS))
+    parser.add_argument("--hf-docs", type=int, default=300, help="HF tokenizers is timed on this many first documents")
+    parser.add_argument("--no-unseen", "--no-heldout", dest="no_unseen", action="store_true", help="skip the unseen-text runs")
+    parser.add_argument("--no-start-times", action="store_true", help="skip fastenc's compile / warm-start timing")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--regime", default="passes", help=argparse.SUPPRESS)
+    parser.add_argument("--corpus-file", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--digest-file", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--limit", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        args.threads = int(args.threads)
+        return worker(args)
+    args.docs = args.docs or args.shared / DOCS_IN_SHARED
+    tools = [t for t in args.tools.split(",") if t]
+    try:
+        threads = sorted({int(t) for t in args.threads.split(",") if t})
+    except ValueError:
+        raise SystemExit(f"bench_gpt2: --threads takes comma-separated integers, got {args.threads!r}") from None
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench_gpt2_") as tmp:
+            run(args, tools, threads, Path(tmp))
+    except Missing as err:
+        raise SystemExit(f"bench_gpt2: {err}") from None
+
+
+def run(args, tools: list[str], threads: list[int], tmp: Path) -> None:
+    make_cache = _check_setup(args, tools)
+    made = subprocess.run([sys.executable, str(make_cache), str(tmp / "tiktoken")], capture_output=True, text=True)
+    if made.returncode:
+        raise Missing(f"{make_cache} failed: {(made.stderr.strip().splitlines() or ['exit %d' % made.returncode])[-1]}")
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(tmp / "tiktoken")
+    started = datetime.datetime.now(datetime.timezone.utc)
+    load = os.getloadavg()
+    corpus = _prepare_corpus(args, tmp)
+    print("## GPT-2 encode core (`bench/bench_gpt2.py`)\n")
+    print(f"- **Command:** `{shlex.join(['python', 'bench/bench_gpt2.py', *sys.argv[1:]])}` (repo root)")
+    print(f"- **Date:** {started:%Y-%m-%d %H:%M} UTC; load average at start {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}")
+    print(f"- **CPU:** `lscpu` Model name: {_cpu_model()}; {os.cpu_count()} CPUs; flags: {_cpu_flags()}")
+    print(f"- **Versions:** {_versions()}")
+    print(f"- **Corpus:** `{args.docs}`, {corpus['how']}: {len(corpus['texts'])} documents, {corpus['mb']:.1f} MB of UTF-8 "
+          f"(unseen regime: timed on the {len(corpus['texts']) // 2} odd documents, {corpus['odd_mb']:.1f} MB)")
+    if "hf-batch" in tools:
+        print(f"- **HF tokenizers** is timed on the first {args.hf_docs} documents only ({corpus['hf_mb']:.1f} MB): its MB/s are "
+              "of that text, not comparable cell by cell")
+    print(f"- **Method:** {args.rounds} round{'s' if args.rounds != 1 else ''}, tools alternating; warm = median of {args.repeat} passes; every figure a median "
+          "over rounds; wall MB/s and MB per CPU-second (process CPU time, all threads)", flush=True)
+    oracle = _oracle(corpus["texts"])
+    regimes = ["passes"] + ([] if args.no_unseen else ["unseen"])
+    pairs = [(tool, t) for t in threads for tool in tools if not (tool in SINGLE_THREADED and t > 1)]
+    runs: dict = {}
+    differ: dict = {}
+    failed: list[str] = []
+    for round_ in range(args.rounds):
+        for regime in regimes:
+            for t in threads:
+                group = [p for p in pairs if p[1] == t]
+                for tool, _ in group if round_ % 2 == 0 else group[::-1]:
+                    digest = tmp / f"{tool}-{t}-{regime}.npy"
+                    r = _spawn(tool, t, regime, args, dict(os.environ), digest)
+                    if "error" in r:
+                        failed.append(f"{tool} {t}T {regime} round {round_ + 1}: {r['error']}")
+                        print(f"<!-- FAILED {failed[-1]} -->", flush=True)
+                        continue
+                    r["round"] = round_
+                    runs.setdefault((tool, t), []).append(r)
+                    bad = differ.setdefault((tool, t, regime), set())
+                    bad.update(_differ(digest, oracle))
+                    if regime == "passes" and not r["warm_same"]:
+                        bad.add(-1)  # -1: the warm output differed from the first pass's
+                    print(f"<!-- round {round_ + 1} {tool} {t}T {regime}: "
+                          + ", ".join(f"{k}={v:.3f}" for k, v in r.items() if isinstance(v, float)) + " -->", flush=True)
+    report(args, corpus, tools, threads, runs, differ, failed, oracle)
+    if "fastenc" in tools and not args.no_start_times:
+        cold, warm = start_times()
+        print(f"\nfastenc start: first run with an empty Numba cache (compiles) {cold:.2f} s; warm start (compiled cache, "
+              f"fresh process, until the first ids) {warm:.2f} s")
+    ended = datetime.datetime.now(datetime.timezone.utc)
+    print(f"\nFinished {ended:%H:%M} UTC; load average at the end {os.getloadavg()[0]:.2f}.")
+
+
+def _mb(corpus: dict, tool: str, regime: str) -> float:
+    if tool == "hf-batch":
+        return corpus["hf_odd_mb"] if regime == "unseen" else corpus["hf_mb"]
+    return corpus["odd_mb"] if regime == "unseen" else corpus["mb"]
+
+
+def report(args, corpus, tools, threads, runs, differ, failed, oracle) -> None:
+    med = {key: {f"{reg}_{kind}": _median(rs, f"{reg}_{kind}") for reg in REGIMES for kind in ("s", "cpu")} for key, rs in runs.items()}
+    print("\n| tool | threads | first MB/s | (per CPU-s) | warm MB/s | (per CPU-s) | unseen MB/s | (per CPU-s) | tokens | docs ≠ tiktoken | peak RSS MB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    oracle_total = int(oracle[0].sum())
+    hf_total = int(oracle[0][: args.hf_docs].sum())
+    for (tool, t), m in med.items():
+        cells = []
+        for reg in REGIMES:
+            mb = _mb(corpus, tool, reg)
+            cells += [_mbps(mb, m[f"{reg}_s"]), _mbps(mb, m[f"{reg}_cpu"])]
+        tokens = sorted({r["tokens"] for r in runs[(tool, t)] if "first_s" in r})
+        bad = set().union(*(differ.get((tool, t, reg), set()) for reg in ("passes", "unseen")))
+        want = hf_total if tool == "hf-batch" else oracle_total
+        tok = ", ".join(f"{x:,}" for x in tokens) + ("" if tokens == [want] else f" (tiktoken {want:,})")
+        rss = max(r["rss_peak"] for r in runs[(tool, t)]) / 2**20
+        print(f"| {tool} | {t} | " + " | ".join(cells) + f" | {tok} | {_bad_docs(bad, corpus)} | {rss:.0f} |")
+    print(f"\ntiktoken encode_ordinary (the oracle): {oracle_total:,} tokens over all {len(oracle[0])} documents"
+          + (f"; {hf_total:,} over HF's first {args.hf_docs}" if "hf-batch" in tools else ""))
+    _ratio_tables(corpus, threads, runs, med)
+    _memory(runs, threads)
+    for line in failed:
+        print(f"\nFAILED: {line}")
+
+
+def _bad_docs(bad: set, corpus: dict) -> str:
+    if not bad:
+        return "0"
+    warm = " (warm pass differs from first!)" if -1 in bad else ""
+    docs = sorted(bad - {-1})
+    eot = sum(1 for i in docs if i in corpus["eot"])
+    return f"**{len(docs)}**" + (f" ({eot} contain `{EOT}`)" if eot else "") + (f": {docs[:5]}" if docs else "") + warm
+
+
+def _ratio_tables(corpus, threads, runs, med) -> None:
+    fe, gt = "fastenc", "gigatoken"
+    if any((fe, t) in med and (gt, t) in med for t in threads):
+        print("\nfastenc / gigatoken speed (gigatoken's time / fastenc's; > 1: fastenc faster). Median over rounds of each; "
+              "in brackets the per-round ratios (the two ran next to each other in each round):\n")
+        print("| regime | " + " | ".join(f"{t}T wall | {t}T CPU" for t in threads) + " |")
+        print("|---|" + "---:|---:|" * len(threads))
+        for reg in [r for r in REGIMES if any(m[f"{r}_s"] for m in med.values())]:  # unseen: not with --no-unseen
+            cells = []
+            for t in threads:
+                if (fe, t) not in med or (gt, t) not in med:
+                    cells += ["–", "–"]
+                    continue
+                for kind in ("s", "cpu"):
+                    a, b = med[(gt, t)][f"{reg}_{kind}"], med[(fe, t)][f"{reg}_{kind}"]
+                    g_by_round = {r["round"]: r for r in _of(runs[(gt, t)], reg)}
+                    per_round = [_ratio(g_by_round[f["round"]].get(f"{reg}_{kind}"), f.get(f"{reg}_{kind}"))
+                                 for f in _of(runs[(fe, t)], reg) if f["round"] in g_by_round]
+                    cells.append(f"**{_ratio(a, b)}** ({', '.join(per_round)})")
+            print(f"| {reg} | " + " | ".join(cells) + " |")
+    if len(threads) > 1:
+        lo, hi = threads[0], threads[-1]
+        for tool in (fe, gt):
+            if (tool, lo) in med and (tool, hi) in med:
+                print(f"\n{tool} {hi} threads / {lo} (wall): " + ", ".join(
+                    f"{reg} {_ratio(med[(tool, lo)][f'{reg}_s'], med[(tool, hi)][f'{reg}_s'])}x" for reg in REGIMES))
+    peers = [p for p in ("tiktoken-loop", "tiktoken-batch") if any(k[0] == p for k in med)]
+    if peers:
+        print("\nSpeed against tiktoken (tiktoken's wall time / the tool's, same documents; tiktoken-batch at the same thread "
+              "count, the loop on one thread):\n")
+        print("| tool | threads | " + " | ".join(f"{reg} x {p}" for reg in REGIMES for p in peers) + " |")
+        print("|---|---:|" + "---:|" * (len(REGIMES) * len(peers)))
+        for tool in (fe, gt):
+            for t in threads:
+                if (tool, t) not in med:
+                    continue
+                cells = []
+                for reg in REGIMES:
+                    for p in peers:
+                        base = med.get((p, 1 if p in SINGLE_THREADED else t), {}).get(f"{reg}_s")
+                        cells.append(_ratio(base, med[(tool, t)][f"{reg}_s"]))
+                print(f"| {tool} | {t} | " + " | ".join(cells) + " |")
+
+
+def _of(rs: list[dict], regime: str) -> list[dict]:
+    """The runs that hold a regime's figures (first/warm come from one process, unseen from another)."""
+    key = "unseen_s" if regime == "unseen" else "first_s"
+    return [r for r in rs if key in r]
+
+
+def _memory(runs, threads) -> None:
+    lines = []
+    for t in threads:
+        fr = [r for r in runs.get(("fastenc", t), []) if "caches" in r]
+        errs = {r["caches_error"] for r in runs.get(("fastenc", t), []) if "caches_error" in r}
+        if errs:
+            lines.append(f"- fastenc {t}T: piece cache sizes not read ({'; '.join(sorted(errs))})")
+        if runs.get(("fastenc", t)):
+            lines.append(f"- fastenc {t}T: {_rss_line(runs[('fastenc', t)])}")
+        if fr:
+            c = fr[-1]["caches"]
+            touched = max(max(r["caches"]["touched_per_thread"]) for r in fr)
+            shared = f"; shared tables {c['shared_reserved'] / 2**20:.1f} MB reserved" if c["shared_reserved"] else ""
+            lines.append(f"  piece caches per thread: {c['reserved_per_thread'] / 2**20:.1f} MB reserved, at most "
+                         f"{touched / 2**20:.1f} MB touched (4 KiB pages holding an entry){shared}; shapes {c['tables']}")
+        if runs.get(("gigatoken", t)):
+            lines.append(f"- gigatoken {t}T: {_rss_line(runs[('gigatoken', t)])}")
+    if lines:
+        print("\nMemory (peak resident set, VmHWM, of each worker process: the largest over rounds and regimes):\n")
+        print("\n".join(lines))
+
+
+def _rss_line(rs: list[dict]) -> str:
+    peak, corpus = max(r["rss_peak"] for r in rs), min(r["rss_corpus"] for r in rs)
+    return (f"peak RSS {peak / 2**20:.0f} MB = {corpus / 2**20:.0f} MB with the corpus loaded (Python, pyarrow, the text) "
+            f"+ {(peak - corpus) / 2**20:.0f} MB for the tool (its code, tables, caches and output ids)")
 
 
 _FIRST_IDS = (
@@ -152,93 +642,6 @@ def start_times() -> tuple[float, float]:
             for _ in range(3)
         )
     return cold, warm
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--docs", type=Path, default=DEFAULT_DOCS)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=1, help="run every tool this many times, alternating")
-    parser.add_argument("--tools", default=",".join(TOOLS))
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    parser.add_argument("--heldout", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--scaling", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--no-heldout", action="store_true", help="skip the unseen-text runs")
-    args = parser.parse_args()
-    if args.worker:
-        return worker(args)
-
-    import pyarrow.parquet as pq
-
-    column = pq.read_table(args.docs, columns=["text"]).column("text")
-    mb = sum(len(t.encode("utf-8")) for t in column.to_pylist()) / 1e6
-    print(f"# {args.docs.name}: {len(column)} documents, {mb:.1f} MB of UTF-8; median of {args.repeat} passes")
-    print(f"# load average at start: {os.getloadavg()[0]:.2f}")
-    results = {}
-    runs: dict = {}
-    for round_ in range(args.rounds):
-        # Rounds alternate the tools, so that a slow minute of this shared machine hits all of
-        # them alike; each tool's figure is the median over rounds of its per-round median.
-        for tool in args.tools.split(","):
-            for threads in (1, 2):
-                if tool == "tiktoken-loop" and threads == 2:
-                    continue  # a Python loop is one thread by construction
-                r = _spawn(tool, threads, args)
-                if "error" in r:
-                    print(f"{tool:15s} {threads}T  FAILED: {r['error']}")
-                    continue
-                runs.setdefault((tool, threads), []).append(r)
-                print(
-                    f"{tool:15s} {threads}T  {mb / r['median_s']:8.1f} MB/s  {r['tokens'] / r['median_s'] / 1e6:6.2f} Mtok/s"
-                    f"  (first pass {mb / r['first_s']:.1f} MB/s)  tokens={r['tokens']}"
-                    + (f"  [round {round_ + 1}/{args.rounds}]" if args.rounds > 1 else ""),
-                    flush=True,
-                )
-    for key, rs in runs.items():
-        results[key] = {
-            "tokens": rs[0]["tokens"],
-            "median_s": statistics.median(r["median_s"] for r in rs),
-            "first_s": statistics.median(r["first_s"] for r in rs),
-        }
-    if args.rounds > 1:
-        print(f"# medians over {args.rounds} rounds:")
-        for (tool, threads), r in results.items():
-            print(f"{tool:15s} {threads}T  {mb / r['median_s']:8.1f} MB/s  (first pass {mb / r['first_s']:.1f} MB/s)")
-    ok = {k: v for k, v in results.items() if "error" not in v}
-    token_counts = {v["tokens"] for v in ok.values()}
-    print(f"# all tools agree on the total token count: {len(token_counts) == 1} ({sorted(token_counts)})")
-    base = ok.get(("tiktoken-loop", 1))
-    if base and ("fastenc", 1) in ok:
-        f1 = ok[("fastenc", 1)]["median_s"]
-        print("# ratios (time of peer / time of fastenc at the same thread count):")
-        for (tool, threads), r in ok.items():
-            if tool != "fastenc" and ("fastenc", threads) in ok:
-                print(f"  fastenc vs {tool} {threads}T: {r['median_s'] / ok[('fastenc', threads)]['median_s']:.2f}x")
-        print(f"  fastenc 1T vs tiktoken encode_ordinary loop: {base['median_s'] / f1:.2f}x")
-        if ("fastenc", 2) in ok:
-            print(f"  fastenc 2T vs its own 1T: {f1 / ok[('fastenc', 2)]['median_s']:.2f}x")
-    if "fastenc" in args.tools.split(","):
-        r = _spawn("fastenc", 2, args, scaling=True)
-        if "error" not in r:
-            print(f"# fastenc 1T and 2T alternating in one process (medians of {args.repeat}): "
-                  f"{mb / r['t1']:.1f} and {mb / r['t2']:.1f} MB/s, 2T = {r['t1'] / r['t2']:.2f}x 1T")
-    if not args.no_heldout:
-        # Repeated passes over one 97 MB file flatter a cache: every piece has been seen. A long
-        # run sees new text with warm caches; this measures that, on one thread, for each tool.
-        print("# unseen text, warm caches: warm up on the even documents, time one pass over the odd ones (1 thread)")
-        held = {}
-        for tool in args.tools.split(","):
-            r = held[tool] = _spawn(tool, 1, args, heldout=True)
-            if "error" in r:
-                print(f"{tool:15s} 1T  FAILED: {r['error']}")
-                continue
-            print(f"{tool:15s} 1T  {r['heldout_mb'] / r['heldout_s']:8.1f} MB/s on {r['heldout_mb']:.1f} MB  tokens={r['tokens']}", flush=True)
-        if "error" not in held.get("fastenc", {"error": 1}) and "error" not in held.get("tiktoken-loop", {"error": 1}):
-            print(f"  fastenc 1T vs tiktoken encode_ordinary loop on unseen text: "
-                  f"{held['tiktoken-loop']['heldout_s'] / held['fastenc']['heldout_s']:.2f}x")
-    cold, warm = start_times()
-    print(f"# fastenc start: first run (empty Numba cache, compiles) {cold:.2f} s; warm start (compiled cache) {warm:.2f} s")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from _inputs import require  # noqa: E402  (bench/ is on sys.path when a bench runs)
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "data" / "urls" / "urls.parquet"
@@ -70,7 +71,7 @@ def hf_worker(mode: str, corpus: Path, stride: int) -> dict:
     """Run in a subprocess: HF tokenizers over the canonical corpus; prints JSON."""
     import tokenizers
 
-    from fastenc.canonical import canonical
+    from fastenc.url_canonical import canonical
 
     arr, _, _ = corpus_arrays(corpus)
     texts = [canonical(u) for u in arr.to_pylist()]
@@ -323,6 +324,7 @@ def main() -> None:
     p.add_argument("--json", type=Path, help="also write the results here")
     p.add_argument("--hf-worker", choices=["loop", "batch"], help=argparse.SUPPRESS)
     args = p.parse_args()
+    require(args.corpus, "--corpus", "examples/part-00042.parquet")
     if args.hf_worker:
         print(json.dumps(hf_worker(args.hf_worker, args.corpus, args.hf_stride)))
         return

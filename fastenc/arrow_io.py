@@ -1,4 +1,4 @@
-"""Parquet in, flat arrays out; files out through temporary names.
+"""Parquet in, flat arrays out: every input of every recipe is read here.
 
 Everything the recipes share about I/O lives here:
 
@@ -10,18 +10,18 @@ Everything the recipes share about I/O lives here:
   the form every kernel takes.
 - ``arrow_to_flat``: the same conversion for one Arrow array (sliced or chunked arrays too).
 - ``read_column_rows``: a few rows as Python values, for verifying samples.
-- ``AtomicFile`` / ``AtomicGroup`` / ``atomic_output`` / ``write_json_atomic``: output goes to
-  ``<final>.tmp-<pid>-<random>`` in the same directory, is fsynced, and is renamed onto the final
-  name only when complete; any exception (KeyboardInterrupt included) deletes the temporary.
+- ``open_column`` / ``column_bytes`` / ``iter_column_chunks``: one file's column checked, sized,
+  and streamed whole (row groups decoded ahead by two threads; nulls dropped and counted on
+  request): the URL recipe's reader.
+- ``read_guard`` / ``read_row_group``: a damaged page becomes one ``InputError`` naming the file.
+
+Writing is not here: every output goes through the run skeleton (``fastenc.run``).
 """
 from __future__ import annotations
 
-import contextlib
 import glob
-import json
 import os
 import re
-import secrets
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
@@ -29,21 +29,25 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fastenc.errors import InputError
+from fastenc.errors import InputError, UsageError
 
 __all__ = [
     "StringBatch",
     "SourceInfo",
     "resolve_inputs",
+    "as_input_list",
+    "check_batch_bytes",
     "inspect_inputs",
     "iter_string_batches",
     "arrow_to_flat",
     "read_column_rows",
-    "AtomicFile",
-    "AtomicGroup",
-    "atomic_output",
-    "write_json_atomic",
-    "remove_stale_temps",
+    "read_guard",
+    "invalid_utf8_count",
+    "open_column",
+    "column_bytes",
+    "ColumnChunk",
+    "iter_column_chunks",
+    "read_row_group",
     "DEFAULT_BATCH_BYTES",
 ]
 
@@ -91,6 +95,18 @@ def _is_parquet(path: Path) -> bool:
             return f.read(4) == _PARQUET_MAGIC
     except OSError:
         return False
+
+
+def as_input_list(inputs: Sequence[str | os.PathLike] | str | os.PathLike) -> list[str]:
+    """One input or a sequence of them, as a list of strings (what ``resolve_inputs`` takes)."""
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    return [os.fspath(p) for p in inputs]
+
+
+def check_batch_bytes(batch_bytes: int) -> None:
+    if batch_bytes < 1:
+        raise UsageError(f"--batch-bytes must be positive, e.g. 64MiB (got {batch_bytes})")
 
 
 def resolve_inputs(inputs: Sequence[str | os.PathLike]) -> list[Path]:
@@ -195,6 +211,7 @@ def inspect_inputs(
     *,
     candidates: Sequence[str] | None = None,
     allow_binary: bool = False,
+    skip_nulls: bool = False,
 ) -> list[SourceInfo]:
     """Check every input before any work starts, from the parquet footers only.
 
@@ -208,22 +225,7 @@ def inspect_inputs(
     infos = []
     for path in paths:
         path = Path(path)
-        try:
-            pf = pq.ParquetFile(path)
-        except (OSError, pa.ArrowException) as exc:
-            raise InputError(f"{path}: cannot read it as parquet ({exc}): check that the file is complete") from exc
-        schema = pf.schema_arrow
-        col = _pick_column(path, schema, column, candidates)
-        t = schema.field(col).type
-        if not _type_ok(t, allow_binary):
-            kinds = "string or large_string" + (" (or binary)" if allow_binary else "")
-            text_cols = [f.name for f in schema if _type_ok(f.type, allow_binary)]
-            hint = f"the text columns of this file are {text_cols}" if text_cols else "this file has no text column"
-            if _is_binary(t) and not allow_binary:
-                fix = "cast it to string if it holds UTF-8 text (pyarrow.compute.cast(col, pa.string()) validates it)"
-            else:
-                fix = "choose another column with --column NAME"
-            raise InputError(f"{path}: column {col!r} has type {t}, not {kinds}; {hint}; {fix}")
+        pf, col, t = open_column(path, column, candidates=candidates, allow_binary=allow_binary)
         md = pf.metadata
         leaf = _leaf_index(pf, col)
         column_bytes = 0
@@ -234,7 +236,7 @@ def inspect_inputs(
             stats = chunk.statistics
             if stats is not None and stats.has_null_count and stats.null_count > 0:
                 null_rgs.append(rg)
-        if null_rgs:
+        if null_rgs and not skip_nulls:
             raise _null_error(path, col, _first_null_row(pf, col, null_rgs[:1]))
         infos.append(SourceInfo(path, col, str(t), md.num_rows, path.stat().st_size, column_bytes))
     return infos
@@ -308,6 +310,7 @@ def iter_string_batches(
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     candidates: Sequence[str] | None = None,
     allow_binary: bool = False,
+    skip_nulls: bool = False,
 ) -> Iterator[StringBatch]:
     """Stream one text column of ``paths`` (in order) as ``StringBatch``es of about ``batch_bytes``.
 
@@ -316,11 +319,13 @@ def iter_string_batches(
     in each file. The batch size in rows is chosen per row group from its uncompressed column
     size (an estimate: dictionary-encoded columns can give bigger batches); a single row larger
     than ``batch_bytes`` makes a batch of its own. Nulls raise ``InputError`` naming the file,
-    column and first null row.
+    column and first null row; with ``skip_nulls`` they are left out: a batch is then cut around
+    them, so that every batch still holds consecutive rows from ``first_row`` (the caller counts
+    them as the file's rows minus the documents it was given).
     """
     if batch_bytes < 1:
         raise ValueError("batch_bytes must be positive")
-    infos = inspect_inputs(paths, column, candidates=candidates, allow_binary=allow_binary)
+    infos = inspect_inputs(paths, column, candidates=candidates, allow_binary=allow_binary, skip_nulls=skip_nulls)
     for info in infos:
         pf = pq.ParquetFile(info.path)
         md = pf.metadata
@@ -330,15 +335,171 @@ def iter_string_batches(
             if md.row_group(rg).num_rows == 0:
                 continue
             bs = _rows_per_batch(md, rg, leaf, batch_bytes)
-            for rb in pf.iter_batches(batch_size=bs, row_groups=[rg], columns=[info.column], use_threads=True):
+            for rb in read_guard(info.path, pf.iter_batches(batch_size=bs, row_groups=[rg], columns=[info.column], use_threads=True), rg):
                 arr = rb.column(0)
-                if arr.null_count:
-                    mask = arr.is_null().to_numpy(zero_copy_only=False)
-                    raise _null_error(info.path, info.column, row + int(np.argmax(mask)))
-                data, offsets = arrow_to_flat(arr)
-                n = len(arr)
-                yield StringBatch(data, offsets, info.path, row, n)
-                row += n
+                for a, b in _valid_runs(arr, info, row, skip_nulls):
+                    data, offsets = arrow_to_flat(arr.slice(a, b - a))
+                    yield StringBatch(data, offsets, info.path, row + a, b - a)
+                row += len(arr)
+
+
+def _valid_runs(arr: pa.Array, info: SourceInfo, row: int, skip_nulls: bool) -> list[tuple[int, int]]:
+    """The runs ``[a, b)`` of non-null values of ``arr`` (all of it when it has no null)."""
+    if not arr.null_count:
+        return [(0, len(arr))]
+    null = arr.is_null().to_numpy(zero_copy_only=False)
+    if not skip_nulls:
+        raise _null_error(info.path, info.column, row + int(np.argmax(null)))
+    edges = np.flatnonzero(np.diff(np.concatenate(([True], null, [True])).astype(np.int8)))
+    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2])]
+
+
+def open_column(path: Path, column: str | None, *, candidates: Sequence[str] | None = None,
+                allow_binary: bool = False) -> tuple[pq.ParquetFile, str, pa.DataType]:
+    """``(ParquetFile, column name, its type)`` after checking that the file is parquet and the
+    column (``column``, or the first of ``candidates`` it has) holds text: string, or binary too
+    when ``allow_binary``. Anything else is one ``InputError`` naming the file and the fix."""
+    path = Path(path)
+    try:
+        pf = pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(f"{path}: cannot read it as parquet ({exc}): check that the file is complete") from exc
+    schema = pf.schema_arrow
+    col = _pick_column(path, schema, column, candidates)
+    t = schema.field(col).type
+    if not _type_ok(t, allow_binary):
+        kinds = "string or large_string" + (" (or binary)" if allow_binary else "")
+        text_cols = [f.name for f in schema if _type_ok(f.type, allow_binary)]
+        hint = f"the text columns of this file are {text_cols}" if text_cols else "this file has no text column"
+        if _is_binary(t) and not allow_binary:
+            fix = "cast it to string if it holds UTF-8 text (pyarrow.compute.cast(col, pa.string()) validates it)"
+        else:
+            fix = "choose another column with --column NAME"
+        raise InputError(f"{path}: column {col!r} has type {t}, not {kinds}; {hint}; {fix}")
+    return pf, col, t
+
+
+def _read_ahead(path: Path, column: str, n_groups: int, threads: int = 2, ahead: int = 4) -> Iterator[pa.Table]:
+    """The row groups of ``path`` in order, decoded by ``threads`` threads (each with its own
+    ParquetFile; pyarrow releases the GIL), at most ``ahead`` groups in flight."""
+    import collections
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    local = threading.local()
+
+    def read(rg: int) -> pa.Table:
+        if not hasattr(local, "pf"):
+            local.pf = pq.ParquetFile(path)
+        return local.pf.read_row_group(rg, columns=[column], use_threads=False)
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        pending: collections.deque = collections.deque()
+        nxt = 0
+        try:
+            while nxt < n_groups or pending:
+                while nxt < n_groups and len(pending) < ahead:
+                    pending.append(pool.submit(read, nxt))
+                    nxt += 1
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()
+
+
+class ColumnChunk(NamedTuple):
+    """One Arrow chunk of a column, nulls dropped: value j is ``data[offsets[j]:offsets[j + 1]]``
+    (``data`` is a zero-copy view of the Arrow buffer). ``rows`` holds the file rows of the values
+    when nulls were dropped from this chunk, else None (then value j is row ``first_row + j``)."""
+
+    data: np.ndarray
+    offsets: np.ndarray
+    first_row: int
+    rows: np.ndarray | None
+    nulls: int
+    num_rows: int  # rows of the file this chunk covered (nulls included)
+
+
+def iter_column_chunks(path: str | os.PathLike, column: str = "url", *, skip_nulls: bool = False) -> Iterator[ColumnChunk]:
+    """Stream ``column`` of one parquet file as ``ColumnChunk``s, in file order (row groups decoded
+    two at a time in background threads: the URL recipe reads whole shards this way). Nulls raise
+    ``InputError`` (file, column, row) unless ``skip_nulls``."""
+    path = Path(path)
+    pf, _, _ = open_column(path, column, allow_binary=True)
+    md = pf.metadata
+    row = 0
+    for rg, table in enumerate(read_guard(path, _read_ahead(path, column, md.num_row_groups))):
+        for arr in table.column(0).chunks:
+            m = len(arr)
+            rows = None
+            nulls = arr.null_count
+            if nulls:
+                valid = arr.is_valid().to_numpy(zero_copy_only=False)
+                if not skip_nulls:
+                    bad = row + int(np.argmin(valid))
+                    raise InputError(
+                        f"{path}: column {column!r} has {nulls} null(s) in row group {rg}, the first at row {bad} "
+                        "(0-based); fastenc does not guess what a missing value means: pass --skip-nulls to drop "
+                        "them (they are counted), or fill them in the source"
+                    )
+                rows = row + np.flatnonzero(valid)
+                arr = arr.drop_null()
+            data, offs = arrow_to_flat(arr)
+            yield ColumnChunk(data, offs, row, rows, nulls, m)
+            row += m
+        del table
+    if row != md.num_rows:
+        raise InputError(f"{path}: read {row} rows but its footer says {md.num_rows}: is the file being written?")
+
+
+def column_bytes(pf: pq.ParquetFile, column: str) -> int:
+    """Uncompressed size of the column: about its text bytes (plain pages: + 4 per value)."""
+    md = pf.metadata
+    leaf = next((j for j in range(len(pf.schema)) if pf.schema.column(j).path == column), None)
+    if leaf is None:
+        raise InputError(f"{pf}: column {column!r} is not a flat column: choose a top-level text column with --column")
+    return sum(md.row_group(rg).column(leaf).total_uncompressed_size for rg in range(md.num_row_groups))
+
+
+def invalid_utf8_count(data: np.ndarray, offsets: np.ndarray) -> int:
+    """How many of the documents ``data[offsets[i]:offsets[i + 1]]`` are not valid UTF-8.
+
+    Arrow's validator (SIMD, ~1.5 GB/s here, and it releases the GIL) answers for the whole
+    batch at once; only a batch that fails it is counted document by document (the Numba kernel
+    ``kernels.utf8.count_invalid_utf8``, ~0.7 GB/s): invalid text is rare.
+    """
+    n = offsets.size - 1
+    if n <= 0 or data.size == 0:
+        return 0
+    arr = pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    try:
+        arr.validate(full=True)
+        return 0
+    except pa.ArrowInvalid:
+        from fastenc.kernels.utf8 import count_invalid_utf8
+
+        return int(count_invalid_utf8(data, offsets))
+
+
+def read_guard(path: Path, batches: Iterable, row_group: int | None = None) -> Iterator:
+    """``batches`` as they come, with a read failure (a damaged page: ``OSError: ZSTD
+    decompression failed``, a truncated file) turned into one ``InputError`` naming the file."""
+    it = iter(batches)
+    while True:
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        except (OSError, pa.ArrowException) as exc:
+            where = f" (row group {row_group})" if row_group is not None else ""
+            raise InputError(f"{path}: cannot read it{where}: {exc}; the file is damaged: download or write it again") from None
+        yield item
+
+
+def read_row_group(pf: pq.ParquetFile, path: Path, rg: int, columns: list[str]) -> pa.Table:
+    """``pf.read_row_group`` with a damaged page turned into one ``InputError`` (see ``read_guard``)."""
+    (table,) = read_guard(path, (pf.read_row_group(rg, columns=columns) for _ in (0,)), rg)
+    return table
 
 
 def read_column_rows(path: str | os.PathLike, column: str, rows: Sequence[int]) -> list:
@@ -361,169 +522,8 @@ def read_column_rows(path: str | os.PathLike, column: str, rows: Sequence[int]) 
     for k, r in enumerate(rows):
         by_rg.setdefault(int(np.searchsorted(starts, r, side="right") - 1), []).append(k)
     for rg, ks in by_rg.items():
-        arr = pf.read_row_group(rg, columns=[column]).column(0)
+        arr = read_row_group(pf, Path(path), rg, [column]).column(0)
         base = int(starts[rg])
         for k in ks:
             out[k] = arr[rows[k] - base].as_py()
     return out
-
-
-# ----------------------------------------------------------------------------------------------
-# Atomic output
-# ----------------------------------------------------------------------------------------------
-
-_TEMP_RE = re.compile(r"\.tmp-(\d+)-[0-9a-f]+$")
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-class AtomicFile:
-    """A file written under ``<final>.tmp-<pid>-<random>`` and renamed onto ``final`` when done.
-
-    ``finish()`` flushes, fsyncs and closes the temporary; ``rename()`` moves it onto the final
-    name (replacing an old file atomically); ``commit()`` does both; ``discard()`` deletes the
-    temporary. Use through ``atomic_output`` or ``AtomicGroup``.
-    """
-
-    def __init__(self, final_path: str | os.PathLike, mode: str = "wb", **open_kwargs):
-        if not mode.startswith("w"):
-            raise ValueError("AtomicFile writes new files only: mode must start with 'w'")
-        self.final_path = Path(final_path)
-        self.temp_path = self.final_path.with_name(f"{self.final_path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-        self.file = open(self.temp_path, mode, **open_kwargs)
-        self.state = "open"
-
-    def finish(self) -> None:
-        if self.state != "open":
-            return
-        self.file.flush()
-        os.fsync(self.file.fileno())
-        self.file.close()
-        self.state = "finished"
-
-    def rename(self) -> None:
-        if self.state == "open":
-            self.finish()
-        if self.state != "finished":
-            raise RuntimeError(f"cannot rename {self.temp_path}: it is {self.state}")
-        os.replace(self.temp_path, self.final_path)
-        self.state = "committed"
-
-    def commit(self) -> None:
-        self.finish()
-        self.rename()
-        _fsync_dir(self.final_path.parent)
-
-    def discard(self) -> None:
-        if self.state in ("committed", "discarded"):
-            return
-        try:
-            self.file.close()
-        except Exception:  # closing a broken file must not hide the original error
-            pass
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.temp_path)
-        self.state = "discarded"
-
-
-@contextlib.contextmanager
-def atomic_output(final_path: str | os.PathLike, mode: str = "wb", **open_kwargs):
-    """``with atomic_output(path) as f: f.write(...)``: ``path`` appears only once complete.
-
-    The temporary is fsynced and renamed on success; on any exception (KeyboardInterrupt
-    included) it is deleted and the exception propagates; an old file at ``path`` is then untouched.
-    """
-    af = AtomicFile(final_path, mode, **open_kwargs)
-    try:
-        yield af.file
-    except BaseException:
-        af.discard()
-        raise
-    af.commit()
-
-
-class AtomicGroup:
-    """Several ``AtomicFile``s that appear together: nothing is renamed until ``commit()``.
-
-    ``open(path)`` starts a file; files opened later are renamed later, so open the sidecar
-    (e.g. ``meta.json``) last and it appears last. Leaving the ``with`` block by an exception
-    deletes every temporary; leaving it normally commits whatever is not yet committed. For
-    work between "all data durable" and "renamed", call ``finish()`` then ``commit()``.
-    """
-
-    def __init__(self):
-        self.files: list[AtomicFile] = []
-
-    def open(self, final_path: str | os.PathLike, mode: str = "wb", **open_kwargs) -> AtomicFile:
-        af = AtomicFile(final_path, mode, **open_kwargs)
-        self.files.append(af)
-        return af
-
-    def finish(self) -> None:
-        for af in self.files:
-            af.finish()
-
-    def commit(self) -> None:
-        self.finish()
-        for af in self.files:
-            if af.state != "committed":
-                af.rename()
-        for parent in {af.final_path.parent for af in self.files}:
-            _fsync_dir(parent)
-
-    def discard(self) -> None:
-        for af in self.files:
-            af.discard()
-
-    def __enter__(self) -> "AtomicGroup":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            self.discard()
-        else:
-            self.commit()
-
-
-def write_json_atomic(path: str | os.PathLike, obj, *, sort_keys: bool = False) -> None:
-    """Write ``obj`` as JSON (indent 2, UTF-8, trailing newline) through a temporary name."""
-    text = json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n"
-    with atomic_output(path, "w", encoding="utf-8") as f:
-        f.write(text)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def remove_stale_temps(directory: str | os.PathLike) -> list[Path]:
-    """Delete ``*.tmp-<pid>-<hex>`` files in ``directory`` left by processes that are gone
-    (a run killed with SIGKILL cannot clean up after itself). Returns what was removed."""
-    removed = []
-    d = Path(directory)
-    if not d.is_dir():
-        return removed
-    for p in d.iterdir():
-        m = _TEMP_RE.search(p.name)
-        if m and p.is_file() and not _pid_alive(int(m.group(1))):
-            with contextlib.suppress(FileNotFoundError):
-                p.unlink()
-            removed.append(p)
-    return removed

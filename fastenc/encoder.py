@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import mmap
 import os
 from pathlib import Path
 
@@ -43,19 +42,10 @@ def _to_utf8(text: str) -> bytes:
 
 
 def _zeroed_cache_memory(shape: tuple) -> np.ndarray:
-    """A zeroed uint64 array on transparent huge pages where the kernel offers them.
+    """A zeroed uint64 array for the piece caches, on huge pages where offered (``fastenc.memory``)."""
+    from fastenc.memory import huge_array
 
-    The piece caches are tens of MB that fill in random order: with 4 kB pages that is
-    thousands of first-touch page faults per thread (~10 us each in a VM), with 2 MB pages a
-    few dozen. Falls back to np.zeros where anonymous mmap or madvise is unavailable.
-    """
-    nbytes = int(np.prod(shape)) * 8
-    try:
-        memory = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        memory.madvise(mmap.MADV_HUGEPAGE)
-    except (AttributeError, OSError, ValueError):
-        return np.zeros(shape, dtype=np.uint64)
-    return np.frombuffer(memory, dtype=np.uint64).reshape(shape)
+    return huge_array(shape, np.uint64)
 
 
 def _read_only(data: np.ndarray) -> np.ndarray:

@@ -1,8 +1,21 @@
-"""Exceptions whose message tells the user what is wrong and how to fix it."""
+"""Exceptions whose message tells the user what is wrong and how to fix it.
+
+The command line prints a ``FastencError`` as one line, ``fastenc: error: ...``, with no
+traceback, and exits with its ``exit_code``:
+
+- 1: bad input or environment (a missing file or column, nulls, a damaged parquet page, a
+  tokenizer.json fastenc cannot encode, a full disk, no permission), or a failed check;
+- 2: a usage error (a bad option value; argparse's own errors exit 2 too);
+- 130: interrupted (Ctrl-C); nothing is published (docs/atomic-output.md).
+
+Anything else is a bug in fastenc and prints a traceback.
+"""
 
 
 class FastencError(Exception):
-    """Base class: the CLI prints the message (no traceback) and exits 1."""
+    """Base class: the CLI prints the message (no traceback) and exits ``exit_code``."""
+
+    exit_code = 1
 
 
 class VocabError(FastencError, ValueError):
@@ -15,3 +28,13 @@ class InputError(FastencError, ValueError):
 
 class VerificationError(FastencError):
     """Output that failed a check: a parity mismatch, a broken invariant, a shard-membership violation."""
+
+
+class OutputError(FastencError, OSError):
+    """The output side failed (disk full, permissions, read-only file system): nothing was published."""
+
+
+class UsageError(InputError):
+    """A bad option value, such as ``--batch-bytes 0`` (exit status 2, like argparse's own errors)."""
+
+    exit_code = 2

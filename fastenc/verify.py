@@ -7,6 +7,7 @@ returning at least ``{"format": str, "ok": bool, "problems": list[str], ...count
 Detection (first match wins):
 
 - ``meta.json`` whose ``"format"`` is ``"fastenc-bytes"``  -> ``fastenc.recipes.bytes``
+- ``meta.json`` whose ``"format"`` is ``"fastenc-ids"``    -> ``fastenc.cli.encode`` (``encode -o DIR``)
 - ``summary.json`` at the top (with bucket subdirectories)  -> ``fastenc.recipes.gpt2``
 - ``tokens-s*.json`` sidecars                                -> ``fastenc.recipes.urls``
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import sys
 from pathlib import Path
 from typing import Sequence
 
@@ -27,6 +27,7 @@ FORMAT_MODULES = {
     "fastenc-bytes": "fastenc.recipes.bytes",
     "gpt2": "fastenc.recipes.gpt2",
     "urls": "fastenc.recipes.urls",
+    "fastenc-ids": "fastenc.cli.encode",
 }
 
 
@@ -41,8 +42,8 @@ def detect_format(out_dir: Path) -> str:
             fmt = json.loads(meta.read_text(encoding="utf-8")).get("format")
         except (OSError, ValueError, AttributeError):
             fmt = None
-        if fmt == "fastenc-bytes":
-            return "fastenc-bytes"
+        if fmt in ("fastenc-bytes", "fastenc-ids"):
+            return fmt
     if (out_dir / "summary.json").is_file():
         return "gpt2"
     if any(out_dir.glob("tokens-s*.json")):
@@ -70,25 +71,41 @@ def verify_dir(out_dir: str | Path, source: Sequence[str | Path] | None = None) 
     return report
 
 
-def add_arguments(p) -> None:
-    p.add_argument("out", metavar="OUT", help="an output directory written by a fastenc recipe")
-    p.add_argument("--source", nargs="+", metavar="PARQUET",
-                   help="also re-read these inputs (files, directories or globs) and compare the content")
-    p.add_argument("--json", action="store_true", help="print the full report as JSON on stdout")
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing; the exit status tells (0 ok, 1 failed)")
+# ----------------------------------------------------------------------------------------------
+# The wrapper every recipe's verify_output shares
+# ----------------------------------------------------------------------------------------------
 
 
-def run(args) -> int:
-    report = verify_dir(args.out, args.source)
-    if args.json:
-        print(json.dumps(report, indent=2))
-    if not args.quiet:
-        if report["ok"]:
-            counts = ", ".join(f"{k} {v}" for k, v in report.items() if isinstance(v, int) and not isinstance(v, bool))
-            src = " and the source" if report.get("checked_source") else ""
-            print(f"fastenc verify: OK: {args.out} is consistent {report['format']} output{src} ({counts})", file=sys.stderr)
-        else:
-            print(f"fastenc verify: FAILED: {args.out} ({report['format']}): {len(report['problems'])} problem(s)", file=sys.stderr)
-            for problem in report["problems"]:
-                print(f"  - {problem}", file=sys.stderr)
-    return 0 if report["ok"] else 1
+def checked(fmt: str, out_dir: Path, what: str, check, *args) -> dict:
+    """Run ``check(out_dir, *args, report)`` and return the report: ``{"format", "ok",
+    "problems", "out_dir", ...}``. A manifest with a field of the wrong type or missing is one
+    problem (naming ``what``), never a traceback; a ``FastencError`` (bad --source) propagates."""
+    from fastenc.errors import FastencError
+
+    out_dir = Path(out_dir)
+    report: dict = {"format": fmt, "ok": False, "problems": [], "out_dir": str(out_dir)}
+    try:
+        check(out_dir, *args, report)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        if isinstance(exc, FastencError):
+            raise
+        report["problems"].append(f"{what} is malformed ({type(exc).__name__}: {exc}): rerun the recipe with --overwrite")
+    report["ok"] = not report["problems"]
+    return report
+
+
+def read_manifest(path: Path, fmt: str, version: int, problems: list) -> dict | None:
+    """The manifest at ``path`` if it parses and has this format and version, else None (with a problem)."""
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        problems.append(f"cannot read {path}: {exc}")
+        return None
+    if not isinstance(manifest, dict) or manifest.get("format") != fmt:
+        found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+        problems.append(f"{path.name} format is {found!r}, expected {fmt!r}")
+        return None
+    if manifest.get("format_version") != version:
+        problems.append(f"{path.name} format_version {manifest.get('format_version')!r} is not {version}: use the fastenc that wrote it")
+        return None
+    return manifest

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 import os
@@ -216,13 +217,19 @@ def load_vocab(path, merge_rule: str = "hf", use_cache: bool = True) -> tuple[Vo
     except OSError as exc:
         raise VocabError(f"cannot read tokenizer file {path}: {exc.strerror}; pass a path to a tokenizer.json") from None
     sha256 = hashlib.sha256(raw).hexdigest()
-    cache_file = _cache_dir() / f"vocab-{sha256[:24]}-{merge_rule}-{_TABLES_FORMAT}.npz" if use_cache else None
+    cache_file = _cache_dir() / f"vocab-{sha256[:24]}-{merge_rule}-{_builder_version()}.npz" if use_cache else None
     if cache_file is not None and cache_file.is_file():
         try:
             return _read_tables(cache_file, str(path))
         except Exception:  # a stale or damaged cache is rebuilt, never trusted
             pass
-    tables_, info = _build_vocab(raw, path, merge_rule, sha256)
+    try:
+        tables_, info = _build_vocab(raw, path, merge_rule, sha256)
+    except (AttributeError, TypeError, KeyError, IndexError, RecursionError) as exc:
+        # a field of the wrong JSON type (a string where an object belongs, a dict for a list,
+        # nesting deeper than Python recurses): one line naming the file, never a traceback
+        raise VocabError(f"{path} is not a tokenizer.json that fastenc understands ({type(exc).__name__}: "
+                         f"{str(exc)[:200]}): check its 'model', 'added_tokens' and 'pre_tokenizer' fields") from None
     if cache_file is not None:
         _write_tables(cache_file, tables_, info)
     return tables_, info
@@ -243,7 +250,7 @@ def load_tiktoken_vocab(path, pattern: str, special_tokens: dict | None = None,
         raise VocabError(f"cannot read tiktoken rank file {path}: {exc.strerror}; pass a path to a .tiktoken file") from None
     sha256 = hashlib.sha256(raw).hexdigest()
     extra = hashlib.sha256(json.dumps(sorted(special_tokens.items())).encode()).hexdigest()[:8]
-    cache_file = (_cache_dir() / f"vocab-{sha256[:24]}-tiktoken-{pattern}-{extra}-{_TABLES_FORMAT}.npz"
+    cache_file = (_cache_dir() / f"vocab-{sha256[:24]}-tiktoken-{pattern}-{extra}-{_builder_version()}.npz"
                   if use_cache else None)
     if cache_file is not None and cache_file.is_file():
         try:
@@ -291,8 +298,18 @@ def _parse_tiktoken_ranks(raw: bytes, path: Path) -> dict[int, bytes]:
     return id_to_bytes
 
 
-# Bump when the table layout or the hash functions in kernels/tables.py change.
-_TABLES_FORMAT = "t4"
+_BUILDER_FILES = ("vocab.py", "kernels/tables.py")
+
+
+@functools.lru_cache(maxsize=1)
+def _builder_version() -> str:
+    """The cache key of the code that builds the tables: a hash of its source files, so that any
+    change to the table layout or the hash functions makes a new cache entry (nothing to bump)."""
+    h = hashlib.sha256()
+    root = Path(__file__).parent
+    for name in _BUILDER_FILES:
+        h.update((root / name).read_bytes())
+    return h.hexdigest()[:12]
 
 
 def _cache_dir() -> Path:

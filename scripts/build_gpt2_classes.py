@@ -3,7 +3,7 @@
     python scripts/build_gpt2_classes.py [--out PATH]
 
 Every code point U+0000..U+10FFFF (surrogates excepted: they never come out of UTF-8 decoding
-and are "other") is probed for all four classes with `fastenc.reference.tiktoken_class_probe`;
+and are "other") is probed for all four classes with `tiktoken_class_probe` (tests/reference.py);
 the script fails unless each one lands in exactly one class, so the four probes check each other.
 Deterministic: the output depends only on the tiktoken build (its Rust regex crate's Unicode
 tables). About 30 s on two cores. Prints where the result differs from Python's `unicodedata`
@@ -19,8 +19,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # reference.py lives with the tests
 
-from fastenc.reference import tiktoken_class_probe  # noqa: E402
+from reference import tiktoken_class_probe  # noqa: E402
 from fastenc.unicode_classes import GPT2_CLASSES_PATH, N_CODEPOINTS, format_class_ranges, parse_class_ranges  # noqa: E402
 
 

@@ -4,7 +4,7 @@
 
 o200k_base's pattern asks five questions of a code point: is it in [\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]
 (U), in [\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}] (W), \\p{L}, \\p{N}, \\s. Each is probed for every code point
-with `fastenc.reference.tiktoken_set_probe` (tiktoken's fancy-regex / Rust regex tables, Unicode
+with `tests/reference.py` `tiktoken_set_probe` (tiktoken's fancy-regex / Rust regex tables, Unicode
 16 in tiktoken 0.14, not Python's unicodedata) and folded into one class per code point:
 upper (U only), lower (W only), caseless letter (U and W and L: Lm, Lo), mark (U and W, not L),
 number, space, other. The script fails unless the answers are consistent (U only or W only
@@ -21,9 +21,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # reference.py lives with the tests
 
 from fastenc import unicode_classes as uc  # noqa: E402
-from fastenc.reference import tiktoken_set_probe  # noqa: E402
+from reference import tiktoken_set_probe  # noqa: E402
 
 SETS = {
     "U": r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]",

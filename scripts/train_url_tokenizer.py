@@ -32,8 +32,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
+sys.path.insert(0, str(REPO / "tests"))  # reference.py lives with the tests
 
-from fastenc.reference import canonical_ref  # noqa: E402
+from reference import canonical_ref  # noqa: E402
 
 VOCAB_SIZE = 8192
 MAX_TOKEN_LENGTH = 24

@@ -1,8 +1,6 @@
 """fastenc.arrow_io: inputs, zero-copy batches, errors, atomic output."""
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -13,16 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastenc.arrow_io import (
-    AtomicGroup,
     StringBatch,
     arrow_to_flat,
-    atomic_output,
     inspect_inputs,
     iter_string_batches,
     read_column_rows,
-    remove_stale_temps,
     resolve_inputs,
-    write_json_atomic,
 )
 from fastenc.errors import InputError
 
@@ -233,50 +227,3 @@ def test_read_column_rows_shared():
 # ---------------------------------------------------------------------------------------------
 # Atomic output
 # ---------------------------------------------------------------------------------------------
-
-
-def test_atomic_output_success_and_failure(tmp_path):
-    target = tmp_path / "out.bin"
-    with atomic_output(target) as f:
-        f.write(b"abc")
-        assert not target.exists() and len(list(tmp_path.iterdir())) == 1
-    assert target.read_bytes() == b"abc"
-    for exc in (ValueError, KeyboardInterrupt):
-        with pytest.raises(exc):
-            with atomic_output(target) as f:
-                f.write(b"partial")
-                raise exc()
-        assert target.read_bytes() == b"abc"  # old content kept, no temp left
-        assert list(tmp_path.iterdir()) == [target]
-
-
-def test_atomic_group_all_or_nothing(tmp_path):
-    with pytest.raises(RuntimeError):
-        with AtomicGroup() as g:
-            g.open(tmp_path / "a").file.write(b"1")
-            g.open(tmp_path / "b").file.write(b"2")
-            raise RuntimeError("boom")
-    assert list(tmp_path.iterdir()) == []
-    with AtomicGroup() as g:
-        g.open(tmp_path / "a").file.write(b"1")
-        g.open(tmp_path / "b").file.write(b"2")
-        assert sorted(p.name for p in tmp_path.iterdir() if "tmp-" in p.name) and not (tmp_path / "a").exists()
-    assert (tmp_path / "a").read_bytes() == b"1" and (tmp_path / "b").read_bytes() == b"2"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
-
-
-def test_write_json_atomic(tmp_path):
-    p = tmp_path / "m.json"
-    write_json_atomic(p, {"b": 1, "a": "ü"}, sort_keys=True)
-    text = p.read_text(encoding="utf-8")
-    assert text.endswith("}\n") and text.index('"a"') < text.index('"b"') and json.loads(text) == {"a": "ü", "b": 1}
-
-
-def test_remove_stale_temps(tmp_path):
-    dead = tmp_path / "x.bin.tmp-999999999-abcd"
-    live = tmp_path / f"y.bin.tmp-{os.getpid()}-abcd"
-    other = tmp_path / "z.bin"
-    for p in (dead, live, other):
-        p.write_bytes(b"")
-    assert remove_stale_temps(tmp_path) == [dead]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name])

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastenc.kernels.bpe import HEAP_THRESHOLD, bpe_piece, merge_long_piece, merge_short_piece
-from fastenc.reference import bpe_ref
+from reference import bpe_ref
 from fastenc.vocab import builtin_tokenizer_dir, bytes_to_unicode, load_vocab
 
 GPT2_JSON = builtin_tokenizer_dir("gpt2") / "tokenizer.json"

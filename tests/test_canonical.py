@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastenc.arrow_io import arrow_to_flat
-from fastenc.canonical import canonical, canonical_bytes
+from fastenc.url_canonical import canonical, canonical_bytes
 from fastenc.kernels.canonical import canonical_batch, canonical_into
-from fastenc.reference import canonical_ref
+from reference import canonical_ref
 
 URLS = Path(__file__).resolve().parents[2] / "shared" / "data" / "urls" / "urls.parquet"
 FIXTURE = Path(__file__).parent / "data" / "urls_synthetic.txt"

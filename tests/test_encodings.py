@@ -215,7 +215,7 @@ def test_fuzz_against_tiktoken(oracle, texts):
 
 
 def test_class_tables_agree_with_tiktoken_on_a_sample():
-    from fastenc.reference import tiktoken_set_probe
+    from reference import tiktoken_set_probe
 
     rng = np.random.default_rng(12)
     cps = np.unique(np.concatenate([rng.integers(0, 0x110000, 20_000), [ord(c) for c in NEW],
@@ -230,15 +230,25 @@ def test_class_tables_agree_with_tiktoken_on_a_sample():
 
 
 def test_encode_cli_writes_uint32_ids(tmp_path, oracle, capsys):
+    import json
+
     from fastenc.cli import main
 
     text = "GPT-4o's tokenizer: 12345 \r\n\n  x/y"
     src = tmp_path / "in.txt"
     src.write_text(text, encoding="utf-8")
     for name in NAMES:
-        out = tmp_path / f"{name}.bin"
-        assert main(["encode", str(src), "-t", name, "-o", str(out)]) == 0
-        assert np.fromfile(out, dtype="<u4").tolist() == oracle[name].encode_ordinary(text)
+        out = tmp_path / name  # -o DIR: DIR/ids.bin + DIR/meta.json
+        assert main(["encode", str(src), "-t", name, "-o", str(out), "-q"]) == 0
+        assert np.fromfile(out / "ids.bin", dtype="<u4").tolist() == oracle[name].encode_ordinary(text)
+        assert json.loads((out / "meta.json").read_text())["dtype"] == "uint32"
+    # A .tiktoken path with --pattern: the pattern is recorded, so that verify loads it the same way.
+    out = tmp_path / "by-path"
+    path = str(builtin_tiktoken_file("o200k_base"))
+    assert main(["encode", str(src), "-t", path, "--pattern", "o200k", "-o", str(out), "-q"]) == 0
+    assert json.loads((out / "meta.json").read_text())["tokenizer_pattern"] == "o200k"
+    assert main(["verify", str(out), "-q"]) == 0
+    capsys.readouterr()
     assert main(["encode", str(src), "-t", str(builtin_tiktoken_file("o200k_base")), "--pattern", "o200k"]) == 0
     assert capsys.readouterr().out.split() == [str(i) for i in oracle["o200k_base"].encode_ordinary(text)]
 

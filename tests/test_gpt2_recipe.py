@@ -616,7 +616,15 @@ def test_verify_against_a_different_source(good_out, tmp_path):
     order[b1[0]], order[b1[1]] = order[b1[1]], order[b1[0]]
     swapped = tmp_path / "swapped.parquet"
     pq.write_table(t.take(order), swapped)
-    assert "do not match the source's 'gpt2_tokens' counts in order" in _problems(good_out, [swapped])
+    assert "do not match the source's token counts in order" in _problems(good_out, [swapped])
+    # without a count column the source is encoded again: every document is compared, not a sample
+    no_counts = tmp_path / "no_counts.parquet"
+    pq.write_table(t.take(order).drop_columns(["gpt2_tokens"]), no_counts)
+    assert "do not match the source's token counts in order" in _problems(good_out, [no_counts])
+    plain = tmp_path / "plain.parquet"
+    pq.write_table(t.drop_columns(["gpt2_tokens"]), plain)
+    report = verify_dir(good_out, [plain])
+    assert report["ok"] and report["count_order_checked"] == 150 and "encoding it again" in report["source_compared"]
 
 
 def test_verify_malformed_summary(copy_out):
@@ -652,3 +660,13 @@ def test_empty_input_writes_only_the_summaries(tmp_path):
     assert (out / "summary.tsv").read_text().splitlines()[-1] == "total\t0\t0\t\t0"
     report = verify_output(out, [e, z])
     assert report["ok"] and report["parts"] == 0, report["problems"]
+
+
+def test_verify_names_the_failed_checks(copy_out):
+    """Issue 10, item 7: a meta.json recording a failed check says which one (not "[]")."""
+    p = copy_out / "b1_4096_8192" / "part_00.meta.json"
+    meta = json.loads(p.read_text())
+    meta["checks"]["roundtrip_mismatches"] = 2
+    p.write_text(json.dumps(meta))
+    problems = _problems(copy_out)
+    assert "roundtrip_mismatches is 2" in problems and "[]" not in problems

@@ -37,3 +37,20 @@ def test_non_editable_install_finds_its_data(tmp_path):
     assert lines[0] == "[15496, 11, 995, 0]"
     assert lines[1] == "[264]"  # 'https://' is one token of the URL vocabulary
     assert lines[2] == "['223921b76ee9', '446a9538cb6c']"  # tiktoken's rank files ship (the hashes tiktoken pins)
+
+
+def test_public_names_are_the_functions_even_after_the_submodules_load():
+    """``from fastenc import canonical`` is the function, before and after its module is imported
+    (issue 10, item 4), and ``dir(fastenc)`` lists the public names."""
+    import subprocess
+    import sys
+
+    code = (
+        "from fastenc import canonical\n"
+        "assert canonical('https://www.example.com/a') == 'https://com.example.www/a'\n"
+        "import fastenc.url_canonical, fastenc.encoder\n"
+        "import fastenc\n"
+        "assert callable(fastenc.canonical) and fastenc.canonical('http://a.b/') == 'http://b.a/'\n"
+        "assert {'load', 'Encoder', 'canonical'} <= set(dir(fastenc)) and 'annotations' not in dir(fastenc)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import njit
 
-from fastenc import reference as ref
+import reference as ref
 from fastenc.arrow_io import arrow_to_flat
 from fastenc.errors import FastencError
 from fastenc.kernels.pretok_gpt2 import gpt2_piece_end, gpt2_split

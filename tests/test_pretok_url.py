@@ -15,7 +15,7 @@ from tokenizers import Regex, pre_tokenizers
 from fastenc.arrow_io import arrow_to_flat
 from fastenc.kernels.canonical import canonical_batch
 from fastenc.kernels.pretok_url import URL_PATTERN, is_url_delim, url_piece_end, url_split, url_split_batch
-from fastenc.reference import URL_SPLIT_PATTERN, url_pieces_ref
+from reference import URL_SPLIT_PATTERN, url_pieces_ref
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 URLS = SHARED / "data" / "urls" / "urls.parquet"

@@ -26,7 +26,7 @@ from fastenc.kernels.piece_cache import (
     tiny_cache_store,
 )
 from fastenc.kernels.segments import segment_end
-from fastenc.reference import bpe_ref
+from reference import bpe_ref
 from fastenc.vocab import load_vocab
 from test_vocab import toy_spec, write
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import fastenc
 from fastenc.arrow_io import arrow_to_flat
-from fastenc.canonical import canonical
+from fastenc.url_canonical import canonical
 from fastenc.recipes.urls import encode_url_chunk
 
 tokenizers = pytest.importorskip("tokenizers")

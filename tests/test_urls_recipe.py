@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastenc import cli
-from fastenc.canonical import canonical
+from fastenc.url_canonical import canonical
 from fastenc.errors import InputError, VerificationError
 from fastenc.kernels.url_pack import hash_order, shard_of
 from fastenc.recipes import urls as recipe
@@ -212,7 +212,7 @@ def test_a_few_strangers_are_named(tmp_path):
     assert "3 of 503 URLs" in msg and "row 100:" in msg
     for u in strangers:
         assert repr(u) in msg
-    assert not any(p.name.startswith("tokens-") for p in (tmp_path / "out").iterdir())
+    assert not (tmp_path / "out").exists()  # nothing written, and no empty OUT left behind
 
 
 def test_no_shard_check_for_inputs_that_are_not_shards(tmp_path):
@@ -444,7 +444,7 @@ def test_rerun_skips_finished_output_and_refuses_a_different_one(tmp_path, capsy
     with pytest.raises(InputError, match="--overwrite"):
         encode_shard(EXAMPLE, out, num_shards=64, skip_nulls=True, quiet=True)
     meta = encode_shard(EXAMPLE, out, num_shards=64, skip_nulls=True, overwrite=True, quiet=True)
-    assert meta["request"]["skip_nulls"] is True and verify_dir(out)["ok"]
+    assert meta["request"]["options"]["skip_nulls"] is True and verify_dir(out)["ok"]
 
 
 def test_another_tokenizer_in_out_is_refused(tmp_path):
@@ -630,3 +630,15 @@ def test_tokenizer_option(tmp_path, example_out):
     assert meta["tokenizer_sha256"] == example_out[1]["tokenizer_sha256"]
     with pytest.raises(VocabError, match="URL card's pre-split"):
         encode_shard(EXAMPLE, tmp_path / "g", num_shards=64, tokenizer="gpt2", quiet=True)
+
+
+def test_verify_catches_an_edited_max_url_bytes(tmp_path, example_out):
+    """Issue 10, item 7: a sidecar whose max_url_bytes was edited no longer passes."""
+    out = tmp_path / "o"
+    shutil.copytree(example_out[0], out)
+    meta_path = out / "tokens-s00042.json"
+    meta = json.loads(meta_path.read_text())
+    meta["max_url_bytes"] += 1
+    meta_path.write_text(json.dumps(meta))
+    report = verify_dir(out)
+    assert not report["ok"] and any("max_url_bytes" in p for p in report["problems"])

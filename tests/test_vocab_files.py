@@ -25,7 +25,7 @@ import make_fixtures  # noqa: E402
 tokenizers = pytest.importorskip("tokenizers")
 from tokenizers import Tokenizer  # noqa: E402
 
-from fastenc.reference import canonical_ref  # noqa: E402
+from reference import canonical_ref  # noqa: E402
 
 GPT2_DIR = REPO / "vocab" / "gpt2"
 URLS_DIR = REPO / "vocab" / "urls"

@@ -27,22 +27,59 @@ from fastenc.kernels.piece_cache import (
     SHORT_WORDS,
     TINY_MAX_BYTES,
     TINY_MAX_IDS,
+    TINY_WORDS,
     PieceCaches,
     cache_lookup,
     cache_store,
     max_piece_bytes,
     max_piece_ids,
     short_cache_lookup,
+    short_home,
     tiny_cache_lookup,
     tiny_cache_store,
+    tiny_home,
 )
 from fastenc.kernels.encode_wide import encode_text_wide
+from fastenc.kernels.loads import load_word, prefetch
 from fastenc.kernels.pretok_cl100k import cl100k_piece_end
 from fastenc.kernels.pretok_gpt2 import gpt2_piece_end
 from fastenc.kernels.pretok_o200k import o200k_piece_end
 from fastenc.kernels.pretok_url import url_piece_end
 from fastenc.kernels.segments import segment_end
 from fastenc.kernels.tables import token_id_of
+
+_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+_LEN_SHIFT = np.uint64(56)  # a short-cache key's length byte (piece_cache.py)
+
+
+@njit(cache=True)
+def remember_piece(caches, data, start, end, ids, ids_start, count):
+    """Store a merged piece of 2..31 bytes (``data[start:end]`` -> ``ids[ids_start:ids_start+count]``)
+    in the cache its length and id count call for: the tiny one (up to 8 bytes, up to 3 ids),
+    else the short one (up to 15 bytes, up to 7 ids), else the long one (up to 15 ids; more are
+    not kept). Markers (an entry with no ids) send the next lookup on to the cache that holds
+    the ids, so that a piece missing from the first cache it is looked up in is known to be new.
+    Ids must be below 65,536."""
+    n = end - start
+    tiny_bytes = TINY_MAX_BYTES
+    short_bytes = max_piece_bytes(caches.short)
+    short_ids = max_piece_ids(caches.short)
+    if n <= tiny_bytes and count <= TINY_MAX_IDS:
+        tiny_cache_store(caches.tiny, data, start, end, ids, ids_start, count)
+    else:
+        if n <= short_bytes and count <= short_ids:
+            cache_store(caches.short, data, start, end, ids, ids_start, count)
+        elif count <= max_piece_ids(caches.long):
+            cache_store(caches.long, data, start, end, ids, ids_start, count)
+        if n <= tiny_bytes:
+            tiny_cache_store(caches.tiny, data, start, end, ids, ids_start, 0)
+        elif n <= short_bytes and count > short_ids:
+            cache_store(caches.short, data, start, end, ids, ids_start, 0)
+    return count
+
+
+_AHEAD = 4  # pieces found (and their cache slots prefetched) before the piece being encoded
+_RING = 8  # a power of two above _AHEAD
 
 
 @njit(cache=True)
@@ -60,51 +97,74 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
     long = caches.long
     ranks = np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # scratch of the short-piece merge
     work = np.empty(7 * 4 * MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # of the long-piece merge (grows)
+    ring = np.empty(2 * _RING, dtype=np.int64)  # the pieces found ahead: (end, whole-token id or -1)
     out_limit = out_pos + (end - start)
+    size = data.shape[0]
     # Cached ids are uint16 here (larger vocabularies went to encode_text_wide above).
     cacheable = vocab.config[cfg.VOCAB_SIZE] <= 65536
     tiny_bytes = TINY_MAX_BYTES if cacheable else 1
     short_bytes = max_piece_bytes(short) if cacheable else 1
     long_bytes = max_piece_bytes(long) if cacheable else 1
-    short_ids = max_piece_ids(short)
     short_layout = short.shape[1] == SHORT_WORDS  # then the specialised lookup applies
-    long_ids = max_piece_ids(long)
+    tiny_mask = tiny.shape[0] - 1
+    short_mask = short.shape[0] - 1
     pretok = vocab.config[cfg.PRETOKENIZER]
     gpt2 = pretok == cfg.PRETOK_GPT2
     whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
     joinable = vocab.joinable
+    # Two cursors: the finder (``found``) runs up to _AHEAD pieces ahead of the encoder
+    # (``pos``), and prefetches each found piece's cache slot, so that the slot's memory latency
+    # (tens of ns when it is not in the CPU's caches) overlaps the finding and encoding of the
+    # pieces in between instead of stalling the encoder.
+    found = start
+    cut_end = start  # while found < cut_end, the finder walks through a long piece cut into parts
+    n_found = 0  # pieces found; the encoder has taken n_taken of them
+    n_taken = 0
     pos = start
-    cut_end = start  # while pos < cut_end, pos walks through a long piece cut into parts
-    # The hot loop: one pre-token piece (or one part of a long piece) per turn. Every function
-    # it calls is written so that Numba emits no reference counting for it (see piece_cache.py):
-    # a call costs a few ns.
     while pos < end:
-        if pos < cut_end:
-            piece_end = segment_end(data, pos, cut_end, joinable)
-        else:
-            if gpt2:
-                piece_end = gpt2_piece_end(data, pos, end, classes)
-            elif pretok == cfg.PRETOK_CL100K:
-                piece_end = cl100k_piece_end(data, pos, end, classes)
-            elif pretok == cfg.PRETOK_O200K:
-                piece_end = o200k_piece_end(data, pos, end, classes)
+        while found < end and n_found - n_taken < _AHEAD:
+            whole = -1
+            if found < cut_end:
+                piece_end = segment_end(data, found, cut_end, joinable)
             else:
-                piece_end = url_piece_end(data, pos, end)
-            if piece_end - pos > short_bytes:
-                whole = -1
-                if whole_piece_lookup:  # tiktoken's rule, HF's ignore_merges: a token is emitted as is
-                    whole = token_id_of(vocab.token_table, vocab.token_bytes, vocab.token_offsets, data, pos, piece_end)
-                if whole >= 0:
-                    out[out_pos] = whole
-                    out_pos += 1
-                    pos = piece_end
-                    continue
-                # Too long to cache whole: cut it where no merge can cross (segments.py) and
-                # encode the parts one by one, most of them from the caches.
-                cut_end = piece_end
-                piece_end = segment_end(data, pos, cut_end, joinable)
+                if gpt2:
+                    piece_end = gpt2_piece_end(data, found, end, classes)
+                elif pretok == cfg.PRETOK_CL100K:
+                    piece_end = cl100k_piece_end(data, found, end, classes)
+                elif pretok == cfg.PRETOK_O200K:
+                    piece_end = o200k_piece_end(data, found, end, classes)
+                else:
+                    piece_end = url_piece_end(data, found, end)
+                if piece_end - found > short_bytes:
+                    if whole_piece_lookup:  # tiktoken's rule, HF's ignore_merges: a token is emitted as is
+                        whole = token_id_of(vocab.token_table, vocab.token_bytes, vocab.token_offsets, data, found, piece_end)
+                    if whole < 0:
+                        # Too long to cache whole: cut it where no merge can cross (segments.py)
+                        # and encode the parts one by one, most of them from the caches.
+                        cut_end = piece_end
+                        piece_end = segment_end(data, found, cut_end, joinable)
+            n = piece_end - found
+            if n >= 2 and n <= short_bytes and found + 16 <= size:
+                k0 = load_word(data, found)
+                if n <= tiny_bytes:
+                    prefetch(tiny, tiny_home(k0 & (_ONES >> np.uint64(64 - 8 * n)), n, tiny_mask) * TINY_WORDS)
+                else:
+                    k1 = load_word(data, found + 8) & (_ONES >> np.uint64(128 - 8 * n))
+                    prefetch(short, short_home(k0, k1 | (np.uint64(n) << _LEN_SHIFT), short_mask) * short.shape[1])
+            at = 2 * (n_found & (_RING - 1))
+            ring[at] = piece_end
+            ring[at + 1] = whole
+            n_found += 1
+            found = piece_end
+        at = 2 * (n_taken & (_RING - 1))
+        piece_end = ring[at]
+        whole = ring[at + 1]
+        n_taken += 1
         n = piece_end - pos
-        if n == 1:
+        if whole >= 0:
+            out[out_pos] = whole
+            out_pos += 1
+        elif n == 1:
             out[out_pos] = byte_ids[data[pos]]
             out_pos += 1
         elif n <= long_bytes:
@@ -131,20 +191,7 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
                 out_pos = hit
             else:
                 new_pos = merge_short_piece(data, pos, piece_end, vocab, ranks, out, out_pos)
-                count = new_pos - out_pos
-                if n <= tiny_bytes and count <= TINY_MAX_IDS:
-                    tiny_cache_store(tiny, data, pos, piece_end, out, out_pos, count)
-                else:
-                    if n <= short_bytes and count <= short_ids:
-                        cache_store(short, data, pos, piece_end, out, out_pos, count)
-                    elif count <= long_ids:
-                        cache_store(long, data, pos, piece_end, out, out_pos, count)
-                    # Markers (an entry with no ids) send the next lookup on to the cache that
-                    # holds the ids, so that a piece missing from the first is known to be new.
-                    if n <= tiny_bytes:
-                        tiny_cache_store(tiny, data, pos, piece_end, out, out_pos, 0)
-                    elif n <= short_bytes and count > short_ids:
-                        cache_store(short, data, pos, piece_end, out, out_pos, 0)
+                remember_piece(caches, data, pos, piece_end, out, out_pos, new_pos - out_pos)
                 out_pos = new_pos
         else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
             if work.shape[0] < 7 * n:

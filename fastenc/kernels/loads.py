@@ -1,4 +1,7 @@
-"""Read eight bytes of a ``uint8`` array as one little-endian ``uint64``, in one instruction.
+"""Memory intrinsics: an 8-byte little-endian load in one instruction (``load_word``), and a
+prefetch hint (``prefetch``).
+
+``load_word`` reads eight bytes of a ``uint8`` array as one little-endian ``uint64``.
 
 The piece caches build their keys, and the pre-tokenizer scans ASCII letters, eight bytes at a
 time. An ``@intrinsic`` is emitted straight into the calling kernel (no call, so no reference
@@ -29,5 +32,28 @@ def load_word(typingctx, data, i):
         if sys.byteorder == "big":
             word = builder.call(cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64]), "llvm.bswap.i64"), [word])
         return word
+
+    return sig, codegen
+
+
+
+@intrinsic
+def prefetch(typingctx, arr, index):
+    """Hint the CPU to start loading the cache line of element ``index`` of ``arr``, counted
+    from its first element (for a C-contiguous 2-D table, ``row * arr.shape[1]``). It never
+    faults, whatever the index, and returns nothing (``llvm.prefetch``: read, keep in every
+    cache level). Used where reads are random: a few items ahead, their misses overlap
+    instead of queueing (the piece-cache probes, the URL gathers)."""
+    sig = types.void(arr, types.intp)
+
+    def codegen(context, builder, signature, args):
+        a, i = args
+        ptr = builder.gep(context.make_array(signature.args[0])(context, builder, a).data, [i])
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
 
     return sig, codegen

@@ -59,6 +59,24 @@ _COUNT_SHIFT = np.uint64(48)  # the id count's place in the last id word
 _LEN_SHIFT = np.uint64(56)  # the piece length's place in the last key word
 
 
+@njit(cache=True, inline="always")
+def _home(h, mask):
+    return np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
+
+
+@njit(cache=True, inline="always")
+def tiny_home(k0, n, mask):
+    """Home slot of a tiny-cache key: the piece's bytes ``k0`` (zero padded) and its length."""
+    return _home(((k0 * _MUL) ^ np.uint64(n)) * _MUL, mask)
+
+
+@njit(cache=True, inline="always")
+def short_home(k0, k1, mask):
+    """Home slot of a short-cache key (``k1`` holds the length in its top byte); equal to
+    ``cache_lookup``'s hash with ``k2 = k3 = 0``."""
+    return _home(((k0 * _MUL) ^ k1) * _MUL * _MUL, mask)
+
+
 def new_piece_cache(slots: int = DEFAULT_SHORT_SLOTS, words: int = SHORT_WORDS) -> np.ndarray:
     """An empty cache: ``uint64[slots, words]``; ``slots`` a power of two, ``words`` 4 or 8."""
     if slots < 1 or slots & (slots - 1):
@@ -128,8 +146,7 @@ def cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     else:
         k3 |= length
         last = k3
-    h = (((k0 * _MUL) ^ k1) * _MUL ^ k2 ^ (k3 * _MUL2)) * _MUL
-    slot = np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
+    slot = _home((((k0 * _MUL) ^ k1) * _MUL ^ k2 ^ (k3 * _MUL2)) * _MUL, mask)
     # --- probe ---
     result = -1
     for _ in range(_PROBES):
@@ -164,7 +181,7 @@ def cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     return result
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def short_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     """``cache_lookup`` for a ``SHORT_WORDS`` cache (2 key words, 2 id words), specialised:
     the layout is fixed at compile time, so the key is two masked 8-byte loads, the hit on the
@@ -190,8 +207,7 @@ def short_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
             else:
                 k1 |= byte
     k1 |= np.uint64(n) << _LEN_SHIFT
-    h = ((k0 * _MUL) ^ k1) * _MUL * _MUL  # = cache_lookup's hash with k2 = k3 = 0
-    slot = np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
+    slot = short_home(k0, k1, mask)
     result = -1
     for _ in range(_PROBES):
         stored_last = cache[slot, 1]
@@ -229,7 +245,7 @@ def new_tiny_cache(slots: int = DEFAULT_TINY_SLOTS) -> np.ndarray:
     return np.zeros((slots, TINY_WORDS), dtype=np.uint64)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def tiny_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     """The ids of a piece of 2..8 bytes from a tiny cache, as ``cache_lookup`` (same contract;
     up to 3 places past ``out_pos`` may be written, never past ``out_limit``).
@@ -249,8 +265,7 @@ def tiny_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
         for i in range(start, end):
             k0 |= np.uint64(data[i]) << np.uint64(8 * (i - start))
     length = np.uint64(n)
-    h = ((k0 * _MUL) ^ length) * _MUL
-    slot = np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
+    slot = tiny_home(k0, n, mask)
     result = -1
     for _ in range(_PROBES):
         w1 = cache[slot, 1]
@@ -283,8 +298,7 @@ def tiny_cache_store(cache, data, start, end, ids, ids_start, count):
     for i in range(start, end):
         k0 |= np.uint64(data[i]) << np.uint64(8 * (i - start))
     length = np.uint64(n)
-    h = ((k0 * _MUL) ^ length) * _MUL
-    home = np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
+    home = tiny_home(k0, n, mask)
     slot = home
     for probe in range(_PROBES):
         candidate = (home + probe) & mask
@@ -328,8 +342,7 @@ def cache_store(cache, data, start, end, ids, ids_start, count):
         k1 |= length
     else:
         k3 |= length
-    h = (((k0 * _MUL) ^ k1) * _MUL ^ k2 ^ (k3 * _MUL2)) * _MUL
-    home = np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
+    home = _home((((k0 * _MUL) ^ k1) * _MUL ^ k2 ^ (k3 * _MUL2)) * _MUL, mask)
     slot = home
     for probe in range(_PROBES):
         candidate = (home + probe) & mask

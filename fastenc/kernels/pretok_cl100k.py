@@ -40,7 +40,7 @@ _NUMBER = 2
 _SPACE = 3
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def cl100k_piece_end(data, pos, end, classes):
     """Exclusive byte end of the cl100k piece that starts at byte ``pos`` of UTF-8 ``data``.
 

@@ -72,7 +72,7 @@ def _utf8_seq(b, b1, b2, b3):
     return ((0xDC00 + b) << 3) | 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def gpt2_piece_end(data, pos, end, classes):
     """Exclusive byte end of the GPT-2 piece that starts at byte ``pos`` of UTF-8 ``data``.
 

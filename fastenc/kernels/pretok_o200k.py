@@ -53,7 +53,7 @@ _NUMBER = 5
 _SPACE = 6
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def o200k_piece_end(data, pos, end, classes):
     """Exclusive byte end of the o200k piece that starts at byte ``pos`` of UTF-8 ``data``.
 

@@ -27,7 +27,7 @@ that recipe that are not plain numpy (``fastenc.recipes.urls`` drives them):
 
 Kernels that take long (``pack_urls``, ``gather_spans``) release the GIL (``nogil``), so the
 recipe's reader and writer threads keep working while they run. The gathers prefetch the URLs a
-few iterations ahead (``_prefetch``, an ``llvm.prefetch`` intrinsic): their reads are random.
+few iterations ahead (``loads.prefetch``, an ``llvm.prefetch`` intrinsic): their reads are random.
 
 Why a sort of our own: ``np.argsort`` of 36.6 M uint64 hashes takes ~9 s here (and its stable
 kind ~12 s); xxh3 hashes are uniform, so a two-level bucket sort (one parallel scatter on the
@@ -38,13 +38,11 @@ duplicate URLs) fall back to a merge sort, so no input makes it quadratic.
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit, prange
 
 from fastenc.kernels.canonical import canonical_into
 from fastenc.kernels.encode import encode_text, split_by_bytes
+from fastenc.kernels.loads import prefetch
 from fastenc.kernels.piece_cache import PieceCaches
 from fastenc.kernels.xxh3 import mul128
 
@@ -53,29 +51,6 @@ _MASK32 = np.uint64(0xFFFFFFFF)
 _BUCKET_BITS = 12  # level-1 buckets: 4096 (tuned on 36.6 M keys: 12 bits 1.7 s, 14: 2.5 s, 16: 2.8 s)
 _SUB_BITS_MAX = 20
 _INSERTION_MAX = 64
-
-
-@intrinsic
-def _prefetch(typingctx, arr, index):
-    """Hint the CPU to load ``arr[index]``'s cache line (``llvm.prefetch``; never faults).
-
-    Gathering URLs in hash order reads them at random positions of gigabytes of memory; with
-    the lines of the URLs a few iterations ahead prefetched, the misses overlap instead of
-    queueing (measured 2.5-3x faster gathers on a 36.6 M-URL shard)."""
-    sig = types.void(arr, types.intp)
-
-    def codegen(context, builder, signature, args):
-        a, i = args
-        ptr = builder.gep(context.make_array(signature.args[0])(context, builder, a).data, [i])
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
-        # read, high temporal locality, data cache
-        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-
-    return sig, codegen
 
 
 _AHEAD = 16  # URLs to prefetch ahead in the gathers
@@ -356,9 +331,9 @@ def pack_urls(data, offsets, order, canon_offsets, eos, vocab, classes, task_cac
         k1 = bounds[task + 1]
         for k in range(bounds[task], k1):
             if k + 2 * _AHEAD < k1:
-                _prefetch(offsets, order[k + 2 * _AHEAD])
+                prefetch(offsets, order[k + 2 * _AHEAD])
             if k + _AHEAD < k1:
-                _prefetch(data, offsets[order[k + _AHEAD]])
+                prefetch(data, offsets[order[k + _AHEAD]])
             i = order[k]
             a = offsets[i]
             b = offsets[i + 1]
@@ -389,7 +364,7 @@ def gather_spans(tokens, tok_offsets, order, out, out_offsets, n_tasks):
     out_offsets[0] = 0
     for k in range(m):
         if k + _AHEAD < m:
-            _prefetch(tok_offsets, order[k + _AHEAD])
+            prefetch(tok_offsets, order[k + _AHEAD])
         i = order[k]
         out_offsets[k + 1] = out_offsets[k] + (tok_offsets[i + 1] - tok_offsets[i])
     n_tasks = max(1, n_tasks)
@@ -398,7 +373,7 @@ def gather_spans(tokens, tok_offsets, order, out, out_offsets, n_tasks):
         k1 = m * (task + 1) // n_tasks
         for k in range(k0, k1):
             if k + _AHEAD < k1:
-                _prefetch(tokens, tok_offsets[order[k + _AHEAD]])
+                prefetch(tokens, tok_offsets[order[k + _AHEAD]])
             i = order[k]
             o = out_offsets[k]
             for j in range(tok_offsets[i], tok_offsets[i + 1]):

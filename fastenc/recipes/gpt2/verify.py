@@ -10,9 +10,8 @@ from typing import Sequence
 import numpy as np
 import pyarrow.parquet as pq
 
-from fastenc.arrow_io import read_column_rows, resolve_inputs
-from fastenc.errors import InputError
-from fastenc.recipes.gpt2_format import (
+from fastenc.arrow_io import arrow_to_flat, read_column_rows, read_row_group, resolve_inputs
+from fastenc.recipes.gpt2.format import (
     BUCKETS,
     EMPTY,
     FORMAT,
@@ -43,32 +42,17 @@ def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:
     count is matched, in order, with the next document of its bucket (so each bucket holds
     exactly the documents it should, in input order), and the dropped and empty counts too.
     """
-    out_dir = Path(out_dir)
-    report: dict = {"format": FORMAT, "ok": False, "problems": [], "out_dir": str(out_dir)}
-    try:
-        _verify(out_dir, source, report)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        if isinstance(exc, InputError):
-            raise
-        report["problems"].append(f"a sidecar is malformed ({type(exc).__name__}: {exc}): rerun the recipe with --overwrite")
-    report["ok"] = not report["problems"]
-    return report
+    from fastenc.verify import checked
+
+    return checked(FORMAT, out_dir, "summary.json or a part's meta.json", _verify, source)
 
 
 def _verify(out_dir: Path, source, report: dict) -> None:
-    import fastenc
+    from fastenc.verify import read_manifest
 
     problems: list[str] = report["problems"]
-    try:
-        summary = json.loads((out_dir / SUMMARY_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        problems.append(f"cannot read {out_dir / SUMMARY_JSON}: {exc}")
-        return
-    if summary.get("format") != FORMAT:
-        problems.append(f"summary.json format is {summary.get('format')!r}, expected {FORMAT!r}")
-        return
-    if summary.get("format_version") != FORMAT_VERSION:
-        problems.append(f"summary.json format_version {summary.get('format_version')!r} is not {FORMAT_VERSION}: use the fastenc that wrote it")
+    summary = read_manifest(out_dir / SUMMARY_JSON, FORMAT, FORMAT_VERSION, problems)
+    if summary is None:
         return
     enc, fmt = _recorded_encoding(summary, problems)
     if enc is None:
@@ -78,13 +62,41 @@ def _verify(out_dir: Path, source, report: dict) -> None:
             f"summary.json was written with tokenizer sha256 {summary.get('tokenizer_sha256')}, but fastenc's "
             f"{fmt.tokenizer} vocabulary file is {enc.sha256}: the ids may differ; re-encode with this fastenc"
         )
-    part_tokens = int(summary["part_tokens"])
     kept_names = list(summary["kept_buckets"])
     for name in kept_names:
         if name not in BUCKETS or not summary["buckets"][name]["kept"]:
             problems.append(f"summary.json: kept bucket {name!r} is unknown or not marked kept")
             return
+    _check_no_stray_parts(out_dir, summary, kept_names, problems)
+    totals = {"docs": 0, "tokens": 0}
+    metas: dict[str, list[dict]] = {}
+    for b, name in enumerate(BUCKETS):
+        info = summary["buckets"][name]
+        totals["docs"] += int(info["docs"])
+        totals["tokens"] += int(info["tokens"])
+        if name in kept_names:
+            metas[name] = _check_bucket(out_dir, summary, b, enc.sha256, problems, fmt)
+        elif info["parts"]:
+            problems.append(f"{name} is not kept but summary.json lists parts for it")
+    kept = _check_summary_totals(out_dir, summary, totals, kept_names, problems)
+    report.update(
+        documents=totals["docs"], tokens=totals["tokens"], kept_documents=kept["docs"], kept_tokens=kept["tokens"],
+        empty_documents=summary["empty_documents_skipped"], parts=sum(len(m) for m in metas.values()),
+        buckets={n: {"docs": summary["buckets"][n]["docs"], "tokens": summary["buckets"][n]["tokens"], "kept": n in kept_names} for n in BUCKETS},
+        checked_source=False,
+    )
+    if source is not None and not problems:
+        _compare_with_source(out_dir, summary, metas, [Path(p) for p in source], enc, report, fmt)
+        report["checked_source"] = True
+        how = " and ".join(sorted({"the count column" if f != "re-encoded" else "encoding it again"
+                                   for f in report.get("count_order_from", [])}))
+        report["source_compared"] = (
+            f"the bucket, order and token count of all {report.get('count_order_checked', 0):,} documents, from {how or 'nothing'}; "
+            f"{report.get('roundtrip_checked', 0):,} sampled documents decoded and compared byte for byte"
+        )
 
+
+def _check_no_stray_parts(out_dir: Path, summary: dict, kept_names: list, problems: list) -> None:
     listed: set[Path] = set()
     for name in kept_names:
         for part in summary["buckets"][name]["parts"]:
@@ -97,55 +109,62 @@ def _verify(out_dir: Path, source, report: dict) -> None:
                 if PART_FILE_RE.match(p.name) and p not in listed:
                     problems.append(f"{name}/{p.name} is on disk but not in summary.json (left from another run?)")
 
-    totals = {"docs": 0, "tokens": 0}
-    n_parts = 0
-    metas: dict[str, list[dict]] = {}
-    for b, name in enumerate(BUCKETS):
-        info = summary["buckets"][name]
-        totals["docs"] += int(info["docs"])
-        totals["tokens"] += int(info["tokens"])
-        if name not in kept_names:
-            if info["parts"]:
-                problems.append(f"{name} is not kept but summary.json lists parts for it")
-            continue
-        metas[name] = []
-        docs_sum = tokens_sum = 0
-        prev = None  # (tokens of the previous part)
-        for k, part in enumerate(info["parts"]):
-            stem = f"{name}/{part_stem(k)}"
-            if part["stem"] != stem:
-                problems.append(f"{name}: part {k} is {part['stem']!r}, expected {stem!r}")
-                continue
-            n_parts += 1
-            bin_path, idx_path, meta_path = (out_dir / (stem + s) for s in (".bin", ".idx.npy", ".meta.json"))
-            missing = [p.name for p in (bin_path, idx_path, meta_path) if not p.is_file()]
-            if missing:
-                problems.append(f"{stem}: missing {', '.join(missing)}")
-                continue
-            try:
-                meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                problems.append(f"{stem}.meta.json cannot be read: {exc}")
-                continue
-            metas[name].append(meta)
-            checks = check_part_files(bin_path, idx_path, b, fmt)
-            problems += [f"{stem}: {p}" for p in checks["problems"]]
-            _check_meta(stem, meta, part, checks, name, k, docs_sum, summary, enc.sha256, problems, fmt)
-            if part["tokens"] > part_tokens and part["docs"] != 1:
-                problems.append(f"{stem}: {part['tokens']} tokens > part_tokens {part_tokens} with {part['docs']} documents")
-            if prev is not None and checks["docs"]:
-                first_len = int(np.load(idx_path, mmap_mode="r")[1])
-                if prev + first_len <= part_tokens:
-                    problems.append(
-                        f"{stem}: its first document ({first_len} tokens) would have fitted in the previous part "
-                        f"({prev} of {part_tokens} tokens): the part rule was not followed"
-                    )
-            prev = checks["bin_tokens"]
-            docs_sum += int(part["docs"])
-            tokens_sum += int(part["tokens"])
-        if docs_sum != info["docs"] or tokens_sum != info["tokens"]:
-            problems.append(f"{name}: summary.json says {info['docs']} docs / {info['tokens']} tokens, its parts add up to {docs_sum} / {tokens_sum}")
 
+def _check_bucket(out_dir: Path, summary: dict, b: int, sha: str, problems: list, fmt) -> list[dict]:
+    """Check every part of kept bucket ``b`` (files, meta, part rule); returns the parts' metas."""
+    name = BUCKETS[b]
+    info = summary["buckets"][name]
+    part_tokens = int(summary["part_tokens"])
+    metas: list[dict] = []
+    docs_sum = tokens_sum = 0
+    prev = None  # tokens of the previous part
+    for k, part in enumerate(info["parts"]):
+        stem = f"{name}/{part_stem(k)}"
+        if part["stem"] != stem:
+            problems.append(f"{name}: part {k} is {part['stem']!r}, expected {stem!r}")
+            continue
+        checked = _check_part(out_dir, summary, stem, part, b, k, docs_sum, sha, problems, fmt)
+        if checked is None:
+            continue
+        meta, checks, idx_path = checked
+        metas.append(meta)
+        if prev is not None and checks["docs"]:
+            first_len = int(np.load(idx_path, mmap_mode="r")[1])
+            if prev + first_len <= part_tokens:
+                problems.append(
+                    f"{stem}: its first document ({first_len} tokens) would have fitted in the previous part "
+                    f"({prev} of {part_tokens} tokens): the part rule was not followed"
+                )
+        prev = checks["bin_tokens"]
+        docs_sum += int(part["docs"])
+        tokens_sum += int(part["tokens"])
+    if docs_sum != info["docs"] or tokens_sum != info["tokens"]:
+        problems.append(f"{name}: summary.json says {info['docs']} docs / {info['tokens']} tokens, its parts add up to {docs_sum} / {tokens_sum}")
+    return metas
+
+
+def _check_part(out_dir: Path, summary: dict, stem: str, part: dict, b: int, k: int, docs_before: int, sha: str, problems: list, fmt):
+    """``(meta, file checks, idx path)`` of one part after checking it, or None if it is missing."""
+    bin_path, idx_path, meta_path = (out_dir / (stem + s) for s in (".bin", ".idx.npy", ".meta.json"))
+    missing = [p.name for p in (bin_path, idx_path, meta_path) if not p.is_file()]
+    if missing:
+        problems.append(f"{stem}: missing {', '.join(missing)}")
+        return None
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        problems.append(f"{stem}.meta.json cannot be read: {exc}")
+        return None
+    checks = check_part_files(bin_path, idx_path, b, fmt)
+    problems += [f"{stem}: {p}" for p in checks["problems"]]
+    _check_meta(stem, meta, part, checks, BUCKETS[b], k, docs_before, summary, sha, problems, fmt)
+    part_tokens = int(summary["part_tokens"])
+    if part["tokens"] > part_tokens and part["docs"] != 1:
+        problems.append(f"{stem}: {part['tokens']} tokens > part_tokens {part_tokens} with {part['docs']} documents")
+    return meta, checks, idx_path
+
+
+def _check_summary_totals(out_dir: Path, summary: dict, totals: dict, kept_names: list, problems: list) -> dict:
     if summary["total"] != totals:
         problems.append(f"summary.json total {summary['total']} but the buckets add up to {totals}")
     kept = {"docs": sum(summary["buckets"][n]["docs"] for n in kept_names), "tokens": sum(summary["buckets"][n]["tokens"] for n in kept_names)}
@@ -159,16 +178,7 @@ def _verify(out_dir: Path, source, report: dict) -> None:
     tsv = out_dir / SUMMARY_TSV
     if not tsv.is_file() or tsv.read_text(encoding="utf-8") != summary_tsv(summary):
         problems.append("summary.tsv is missing or does not match summary.json")
-
-    report.update(
-        documents=totals["docs"], tokens=totals["tokens"], kept_documents=kept["docs"], kept_tokens=kept["tokens"],
-        empty_documents=summary["empty_documents_skipped"], parts=n_parts,
-        buckets={n: {"docs": summary["buckets"][n]["docs"], "tokens": summary["buckets"][n]["tokens"], "kept": n in kept_names} for n in BUCKETS},
-        checked_source=False,
-    )
-    if source is not None and not problems:
-        _compare_with_source(out_dir, summary, metas, [Path(p) for p in source], enc, report, fmt)
-        report["checked_source"] = True
+    return kept
 
 
 def _recorded_encoding(summary: dict, problems: list):
@@ -217,9 +227,10 @@ def _check_meta(stem, meta, part, checks, name, k, docs_before, summary, sha, pr
         bad("its per-source document counts do not add up to its docs")
     c = meta["checks"]
     flags = ("len_bin_eq_idx_last", "idx0_eq_0", "idx_strictly_increasing", "max_token_id_lt_vocab", "reread_equals_written")
-    failed = [f for f in flags if c.get(f) is not True]
-    if failed or c["count_mismatches"] or c["roundtrip_mismatches"] or c["docs_outside_bucket_range"]:
-        bad(f"records failed checks: {failed} {c}")
+    failed = [f"{f} is {c.get(f)!r}" for f in flags if c.get(f) is not True]
+    failed += [f"{f} is {c[f]!r}" for f in ("count_mismatches", "roundtrip_mismatches", "docs_outside_bucket_range") if c[f]]
+    if failed:
+        bad(f"its meta.json records failed checks ({'; '.join(failed)}): the run that wrote it did not pass; rerun it")
     if c["bin_tokens"] != checks["bin_tokens"] or c["idx_last"] != checks["idx_last"] or c["max_token_id"] != checks["max_token_id"]:
         bad(f"counters {c['bin_tokens']}/{c['idx_last']}/{c['max_token_id']} differ from the files' {checks['bin_tokens']}/{checks['idx_last']}/{checks['max_token_id']}")
     if c["roundtrip_checked"] != len(meta["roundtrip_samples"]) or not 0 <= c["count_checked"] <= meta["docs"]:
@@ -299,20 +310,44 @@ def _compare_with_source(out_dir: Path, summary: dict, metas: dict, source: list
                         return
     report["roundtrip_checked"] = checked
 
-    # 2. membership and order, from the sources' count column (when every source has one)
-    count_cols = [s.get("count_column") for s in recorded]
+    # 2. every document's bucket, order and token count: from the sources' count column, or by
+    # encoding the source again where a file has none (the source is at hand: compare all)
     report["count_order_checked"] = 0
-    if not count_cols or not all(count_cols):
-        return
+    _compare_counts(out_dir, summary, paths, recorded, enc, report)
+
+
+def _source_counts(pf, path: Path, rg: int, src: dict, count_column: str | None, enc, nulls_skipped: bool = False) -> np.ndarray:
+    """The token count of every document of row group ``rg``: the count column, or the document
+    encoded again."""
+    text = valid = None
+    if nulls_skipped or not count_column:
+        text = read_row_group(pf, path, rg, [src["column"]]).column(0)
+        if text.null_count:  # the run left them out (--skip-nulls; without it a null fails the run)
+            valid = text.is_valid().to_numpy()
+            text = text.drop_null()
+    if count_column:
+        counts = read_row_group(pf, path, rg, [count_column]).column(0).to_numpy().astype(np.int64)
+        return counts if valid is None else counts[valid]
+    data, offsets = arrow_to_flat(text)
+    return np.diff(enc.encode_arrays(data, offsets)[1]).astype(np.int64)
+
+
+def _compare_counts(out_dir: Path, summary: dict, paths, recorded, enc, report: dict) -> None:
+    problems = report["problems"]
     kept = {BUCKETS.index(n): _BucketCursor(out_dir, summary["buckets"][n]["parts"]) for n in summary["kept_buckets"]}
     docs_per = np.zeros(EMPTY + 1, np.int64)
     tokens_per = np.zeros(EMPTY + 1, np.int64)
     seen = 0
+    report["count_order_from"] = []
     for si, p in enumerate(paths):
         pf = pq.ParquetFile(p)
+        count_column = recorded[si].get("count_column")
+        if count_column not in pf.schema_arrow.names:
+            count_column = None
+        report["count_order_from"].append(count_column or "re-encoded")
         row0 = 0
         for rg in range(pf.metadata.num_row_groups):
-            counts = pf.read_row_group(rg, columns=[count_cols[si]]).column(0).to_numpy().astype(np.int64)
+            counts = _source_counts(pf, Path(p), rg, recorded[si], count_column, enc, bool(summary.get("null_documents_skipped")))
             bk = buckets_of(counts)
             docs_per += np.bincount(bk, minlength=EMPTY + 1)
             tokens_per += np.bincount(bk, weights=counts, minlength=EMPTY + 1).astype(np.int64)
@@ -323,7 +358,7 @@ def _compare_with_source(out_dir: Path, summary: dict, metas: dict, source: list
                     j = int(np.argmax(got != counts[sel][: got.size])) if got.size else 0
                     where = f"{p} row {row0 + int(sel[j])}" if sel.size else str(p)
                     problems.append(
-                        f"{BUCKETS[b]}: the documents do not match the source's {count_cols[si]!r} counts in order "
+                        f"{BUCKETS[b]}: the documents do not match the source's token counts in order "
                         f"(first difference at {where}): a document is missing, extra, misplaced or mis-encoded"
                     )
                     return

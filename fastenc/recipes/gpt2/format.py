@@ -1,6 +1,6 @@
 """The on-disk format of the GPT-2 recipe: names, buckets, and the checks of one part's files.
 
-Shared by the writer (``gpt2_parts``), the recipe (``gpt2``) and the verifier (``gpt2_verify``),
+Shared by the writer (``gpt2.parts``), the recipe (``gpt2``) and the verifier (``gpt2.verify``),
 so that what is written and what is re-checked come from one definition. See docs/gpt2.md and
 the dataset card ``gpt2-long-context.md``::
 
@@ -19,7 +19,7 @@ import numpy as np
 import xxhash
 from numpy.lib import format as npy_format
 
-from fastenc.errors import InputError
+from fastenc.errors import UsageError
 
 FORMAT = "fastenc-gpt2"
 FORMAT_VERSION = 1
@@ -120,10 +120,10 @@ def parse_buckets(text: str | Sequence[str] | None) -> list[int]:
     for item in items:
         hit = [k for k, name in enumerate(BUCKETS) if item == name or item == name.split("_")[0]]
         if not hit:
-            raise InputError(f"unknown bucket {item!r}: use names from {', '.join(BUCKETS)} (or b0..b6, or 'all')")
+            raise UsageError(f"unknown bucket {item!r}: use names from {', '.join(BUCKETS)} (or b0..b6, or 'all')")
         out.add(hit[0])
     if not out:
-        raise InputError("--buckets names no bucket: give e.g. b1,b2,b3 or all")
+        raise UsageError("--buckets names no bucket: give e.g. b1,b2,b3 or all")
     return sorted(out)
 
 

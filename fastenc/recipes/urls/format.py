@@ -1,7 +1,7 @@
 """The URL recipe's output format: file names, sidecar constants and the rules a bin follows.
 
 Shared by the recipe (``fastenc.recipes.urls``), its read-back check and ``fastenc verify``
-(``fastenc.recipes.urls_verify``); see ``../shared/seeds/urls-tokenized.md`` and docs/urls.md.
+(``fastenc.recipes.urls.verify``); see ``../shared/seeds/urls-tokenized.md`` and docs/urls.md.
 """
 from __future__ import annotations
 

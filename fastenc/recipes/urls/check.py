@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fastenc.recipes.urls_bin import count_tokens_equal
-from fastenc.recipes.urls_format import _show
+from fastenc.recipes.urls.bin import count_tokens_equal
+from fastenc.recipes.urls.format import _show
 
 VERIFY_SAMPLE = 1000  # URLs each from the head, the middle and the tail of the bin
 
@@ -78,7 +78,7 @@ def _verify_written(path: Path, enc, n_urls: int, n_tokens: int, checks: list[_C
     """Re-read the finished bin: its length, its zero count, and the checked URLs decoded back.
 
     Decoding and canonical() here are the pure-Python/numpy ones (``Encoder.decode_bytes``,
-    ``fastenc.canonical.canonical_bytes``), independent of the kernels that wrote the bin; the
+    ``fastenc.url_canonical.canonical_bytes``), independent of the kernels that wrote the bin; the
     hashes are the ``xxhash`` package's. For each URL: it starts with the only 0 of its span,
     decodes to canonical(source), and canonical() of that gives the source back (or the kernel
     flagged the URL as irreversible, and it really is); its xxh3 is its order key, not below the
@@ -86,7 +86,7 @@ def _verify_written(path: Path, enc, n_urls: int, n_tokens: int, checks: list[_C
     """
     import xxhash
 
-    from fastenc.canonical import canonical_bytes
+    from fastenc.url_canonical import canonical_bytes
 
     problems: list[str] = []
     size = path.stat().st_size

@@ -1,18 +1,16 @@
 """The URL recipe's tokenizer: loading and checking it, and its copy in OUT/tokenizer/.
 
-Every bin in an output directory shares the one ``OUT/tokenizer/``; its ``tokenizer.json`` is
-copied last, so its presence marks the folder as complete, and its sha256 ties each sidecar to it.
+Every bin in an output directory shares the one ``OUT/tokenizer/``; it is staged with the first
+bin and moved in whole (one rename), and its sha256 ties each sidecar to it.
 """
 from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 from pathlib import Path
 
-from fastenc.arrow_io import atomic_output
 from fastenc.errors import InputError, VocabError
-from fastenc.recipes.urls_format import EOS_TOKEN, TOKENIZER_DIR, TOKENIZER_FILES
+from fastenc.recipes.urls.format import EOS_TOKEN, TOKENIZER_DIR, TOKENIZER_FILES
 
 
 def _load_tokenizer(tokenizer: str | os.PathLike):
@@ -63,13 +61,7 @@ def _check_tokenizer_dir(out_dir: Path, sha256: str) -> bool:
     return True
 
 
-def _copy_tokenizer(src: Path, out_dir: Path) -> None:
-    dst = out_dir / TOKENIZER_DIR
-    dst.mkdir(exist_ok=True)
-    files = _tokenizer_sources(src)
-    # tokenizer.json last: its presence is what marks the folder as complete
-    files.sort(key=lambda p: p.name == "tokenizer.json" or p == src)
-    for f in files:
-        name = "tokenizer.json" if f == src else f.name
-        with atomic_output(dst / name) as out, open(f, "rb") as inp:
-            shutil.copyfileobj(inp, out, 1 << 20)
+def _copy_tokenizer(src: Path, stage) -> None:
+    """Stage a copy of the tokenizer's files as ``tokenizer/`` (published with the bin)."""
+    for f in _tokenizer_sources(src):
+        stage.copy_file(f, f"{TOKENIZER_DIR}/{'tokenizer.json' if f == src else f.name}")

@@ -12,10 +12,10 @@ import numpy as np
 
 from fastenc.arrow_io import resolve_inputs
 from fastenc.errors import InputError
-from fastenc.recipes.urls_bin import iter_decoded
-from fastenc.recipes.urls_format import _BIN_RE, _SIDECAR_RE, FORMAT, FORMAT_VERSION, TOKENIZER_DIR, bin_name, sidecar_name
-from fastenc.recipes.urls_source import read_url_column
-from fastenc.recipes.urls_tokenizer import _sha256_file
+from fastenc.recipes.urls.bin import iter_decoded
+from fastenc.recipes.urls.format import _BIN_RE, _SIDECAR_RE, FORMAT, FORMAT_VERSION, TOKENIZER_DIR, bin_name, sidecar_name
+from fastenc.recipes.urls.source import read_url_column
+from fastenc.recipes.urls.tokenizer import _sha256_file
 
 
 def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:
@@ -26,7 +26,7 @@ def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:
     exactly ``urls`` zeros; every id is in the vocabulary; every URL decoded, put through
     ``canonical()`` and hashed: the hashes ascend, and (when the build checked membership) each
     is in the sidecar's shard (except the URLs the sidecar lists as irreversible, whose original
-    cannot be recovered); ``empty_urls`` and ``url_bytes`` agree. A bin without a sidecar
+    cannot be recovered); ``empty_urls``, ``url_bytes`` and ``max_url_bytes`` agree. A bin without a sidecar
     is reported (an unfinished run). With ``source`` (parquet files, matched to sidecars by
     their file name, or the single source of a single sidecar), the decoded URLs must equal the
     source's, in hash order, byte for byte (stored canonical forms are compared: exact for every URL).
@@ -68,48 +68,70 @@ def _source_name(meta_path: Path) -> str | None:
 
 
 def _verify_one(out_dir: Path, meta_path: Path, tok_path: Path, tok_sha: str | None, sources: list[Path], n_sidecars: int, report: dict) -> None:
-    import xxhash
-
-    from fastenc.encoder import load
-    from fastenc.kernels.canonical import canonical_batch
-    from fastenc.kernels.url_pack import count_outside_shard
-    from fastenc.kernels.xxh3 import xxh3_64_batch
-
+    """Check one sidecar, its bin's file and every URL decoded from it."""
     problems: list[str] = report["problems"]
+    meta = _check_sidecar(meta_path, tok_path, tok_sha, problems)
+    if meta is None:
+        return
+    checked = _check_bin_file(out_dir, meta, tok_path, problems)
+    if checked is None:
+        return
+    bin_path, enc = checked
+    src_iter = _source_urls(meta, sources, n_sidecars) if sources else None
+    if src_iter is not None:
+        report["checked_source"] = True
+        report["source_compared"] = "every URL of the bins whose source was given, byte for byte, in hash order"
+        report.setdefault("sources_checked", []).append(meta["source"]["file"])
+    urls = _check_decoded(bin_path, enc, meta, src_iter, problems)
+    if urls is None:
+        return
+    report["shards"] += 1
+    report["urls"] += urls
+    report["tokens"] += int(meta["tokens"])
+
+
+def _check_sidecar(meta_path: Path, tok_path: Path, tok_sha: str | None, problems: list) -> dict | None:
+    """The sidecar, if its format, names, dtype and tokenizer are right (else None, with a problem)."""
+    from fastenc.verify import read_manifest
+
     name = meta_path.name
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        problems.append(f"cannot read {meta_path}: {exc}")
-        return
-    if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
-        problems.append(f"{name}: format {meta.get('format')!r} v{meta.get('format_version')!r}, expected {FORMAT!r} v{FORMAT_VERSION}")
-        return
+    meta = read_manifest(meta_path, FORMAT, FORMAT_VERSION, problems)
+    if meta is None:
+        return None
     shard = int(meta["shard"])
     if name != sidecar_name(shard) or meta["file"] != bin_name(shard):
         problems.append(f"{name}: names shard {shard} and file {meta['file']!r}; expected {sidecar_name(shard)} / {bin_name(shard)}")
-        return
+        return None
     if meta["dtype"] != "uint16" or meta["byteorder"] != "little" or meta["eos_token_id"] != 0:
         problems.append(f"{name}: dtype/byteorder/eos {meta['dtype']}/{meta['byteorder']}/{meta['eos_token_id']} is not uint16/little/0")
-        return
+        return None
     if tok_sha is None:
-        return
+        return None
     if tok_sha != meta["tokenizer_sha256"]:
         problems.append(f"{name}: tokenizer_sha256 {meta['tokenizer_sha256'][:16]}... but {tok_path} has {tok_sha[:16]}...: "
                         "this bin was made with another vocabulary")
-        return
+        return None
+    return meta
+
+
+def _check_bin_file(out_dir: Path, meta: dict, tok_path: Path, problems: list):
+    """``(bin path, Encoder)`` if the bin's size, xxh3 and first token agree with the sidecar."""
+    import xxhash
+
+    from fastenc.encoder import load
+
     bin_path = out_dir / meta["file"]
     if not bin_path.is_file():
-        problems.append(f"{meta['file']} is missing (listed by {name})")
-        return
-    n_tokens, n_urls = int(meta["tokens"]), int(meta["urls"])
+        problems.append(f"{meta['file']} is missing (listed by {bin_path.with_suffix('.json').name})")
+        return None
+    n_tokens = int(meta["tokens"])
     size = bin_path.stat().st_size
     if size != 2 * n_tokens:
         problems.append(f"{meta['file']}: {size} bytes on disk, the sidecar says {n_tokens} tokens = {2 * n_tokens} bytes")
-        return
+        return None
     enc = load(tok_path)
     if enc.vocab_size != meta["vocab_size"]:
-        problems.append(f"{name}: vocab_size {meta['vocab_size']} but the tokenizer has {enc.vocab_size}")
+        problems.append(f"{meta['file']}: vocab_size {meta['vocab_size']} but the tokenizer has {enc.vocab_size}")
     h = xxhash.xxh3_64()
     first = None
     with open(bin_path, "rb") as f:
@@ -121,67 +143,89 @@ def _verify_one(out_dir: Path, meta_path: Path, tok_path: Path, tok_sha: str | N
         problems.append(f"{meta['file']}: xxh3_64 {h.hexdigest()} differs from the sidecar's {meta.get('bin_xxh3_64')} (the content changed)")
     if n_tokens and first != 0:
         problems.append(f"{meta['file']}: starts with token {first}, not 0 (<eos>): every URL must begin with 0")
-        return
+        return None
+    return bin_path, enc
 
-    src_iter = _source_urls(meta, sources, n_sidecars) if sources else None
-    if src_iter is not None:
-        report["checked_source"] = True
-        report.setdefault("sources_checked", []).append(meta["source"]["file"])
-    num_shards = int(meta["num_shards"])
+
+class _Tally:
+    """What decoding a whole bin counts."""
+
+    def __init__(self):
+        self.urls = self.empty = self.url_bytes = self.max_len = self.out_of_shard = self.disorder = 0
+        self.prev = None
+        self.first_bad: list[str] = []
+
+
+def _check_decoded(bin_path: Path, enc, meta: dict, src_iter, problems: list) -> int | None:
+    """Decode every URL: hash order, shard membership, counts, and the source when given.
+    Returns the number of URLs (None when the bin could not be decoded)."""
+    n_urls = int(meta["urls"])
     # URLs whose original canonical() cannot give back: their decoded hash is not their key
     skip = np.asarray(meta.get("irreversible_url_indices", []), dtype=np.int64)
     if len(skip) != meta.get("irreversible_urls", 0) or (skip.size and ((np.diff(skip) <= 0).any() or skip[0] < 0 or skip[-1] >= n_urls)):
-        problems.append(f"{name}: irreversible_url_indices is not a sorted list of irreversible_urls distinct URL indices")
-        return
-    urls = empty = url_bytes = 0
-    prev = None
-    out_of_shard = disorder = 0
-    first_bad: list[str] = []
+        problems.append(f"{bin_path.with_suffix('.json').name}: irreversible_url_indices is not a sorted list of "
+                        "irreversible_urls distinct URL indices")
+        return None
+    t = _Tally()
     try:
         for _, data, offs in iter_decoded(bin_path, enc):
-            m = len(offs) - 1
-            hs = xxh3_64_batch(canonical_batch(data, offs), offs)
-            lo, hi = np.searchsorted(skip, [urls, urls + m])
-            if hi > lo:
-                keep = np.ones(m, bool)
-                keep[skip[lo:hi] - urls] = False
-                hs = hs[keep]
-            if hs.size:
-                if prev is not None and hs[0] < prev:
-                    disorder += 1
-                disorder += int(np.count_nonzero(hs[1:] < hs[:-1]))
-                prev = hs[-1]
-                if meta.get("shard_checked", True):
-                    dummy = np.empty(1, np.int64)
-                    out_of_shard += int(count_outside_shard(hs, np.uint64(num_shards), np.uint64(shard), dummy, 1))
-            lengths = np.diff(offs)
-            empty += int(np.count_nonzero(lengths == 0))
-            url_bytes += int(offs[-1])
-            if src_iter is not None:
-                bad = src_iter.compare(data, offs, urls)
-                if bad is not None and len(first_bad) < 3:
-                    first_bad.append(bad)
-            urls += m
+            _tally_stretch(t, data, offs, skip, meta, src_iter)
     except ValueError as exc:
         problems.append(f"{meta['file']}: {exc}")
-        return
-    if urls != n_urls:
-        problems.append(f"{meta['file']}: holds {urls} URLs (zeros), the sidecar says {n_urls}")
-    if disorder:
-        problems.append(f"{meta['file']}: the xxh3_64 of the decoded URLs descends {disorder} time(s): not in hash order")
-    if out_of_shard:
-        problems.append(f"{meta['file']}: {out_of_shard} decoded URLs are not in shard {shard} of {num_shards}")
-    if empty != meta.get("empty_urls") or url_bytes != meta.get("url_bytes"):
-        problems.append(f"{meta['file']}: decodes to {empty} empty URLs / {url_bytes} bytes, the sidecar says "
-                        f"{meta.get('empty_urls')} / {meta.get('url_bytes')}")
+        return None
+    _report_tally(t, meta, src_iter, problems)
+    return t.urls
+
+
+def _tally_stretch(t: _Tally, data, offs, skip, meta: dict, src_iter) -> None:
+    from fastenc.kernels.canonical import canonical_batch
+    from fastenc.kernels.url_pack import count_outside_shard
+    from fastenc.kernels.xxh3 import xxh3_64_batch
+
+    m = len(offs) - 1
+    hs = xxh3_64_batch(canonical_batch(data, offs), offs)
+    lo, hi = np.searchsorted(skip, [t.urls, t.urls + m])
+    if hi > lo:
+        keep = np.ones(m, bool)
+        keep[skip[lo:hi] - t.urls] = False
+        hs = hs[keep]
+    if hs.size:
+        if t.prev is not None and hs[0] < t.prev:
+            t.disorder += 1
+        t.disorder += int(np.count_nonzero(hs[1:] < hs[:-1]))
+        t.prev = hs[-1]
+        if meta.get("shard_checked", True):
+            dummy = np.empty(1, np.int64)
+            t.out_of_shard += int(count_outside_shard(hs, np.uint64(int(meta["num_shards"])), np.uint64(int(meta["shard"])), dummy, 1))
+    lengths = np.diff(offs)
+    t.empty += int(np.count_nonzero(lengths == 0))
+    t.url_bytes += int(offs[-1])
+    t.max_len = max(t.max_len, int(lengths.max())) if m else t.max_len
     if src_iter is not None:
-        problems.extend(f"{meta['file']} vs {src_iter.path.name}: {b}" for b in first_bad)
-        tail = src_iter.finish(urls)
+        bad = src_iter.compare(data, offs, t.urls)
+        if bad is not None and len(t.first_bad) < 3:
+            t.first_bad.append(bad)
+    t.urls += m
+
+
+def _report_tally(t: _Tally, meta: dict, src_iter, problems: list) -> None:
+    name = meta["file"]
+    if t.urls != int(meta["urls"]):
+        problems.append(f"{name}: holds {t.urls} URLs (zeros), the sidecar says {meta['urls']}")
+    if t.disorder:
+        problems.append(f"{name}: the xxh3_64 of the decoded URLs descends {t.disorder} time(s): not in hash order")
+    if t.out_of_shard:
+        problems.append(f"{name}: {t.out_of_shard} decoded URLs are not in shard {meta['shard']} of {meta['num_shards']}")
+    found = (t.empty, t.url_bytes, t.max_len)
+    said = (meta.get("empty_urls"), meta.get("url_bytes"), meta.get("max_url_bytes"))
+    if found != said:
+        problems.append(f"{name}: decodes to {t.empty} empty URLs / {t.url_bytes} bytes / longest {t.max_len} bytes, "
+                        f"the sidecar says {said[0]} / {said[1]} / {said[2]} (empty_urls / url_bytes / max_url_bytes)")
+    if src_iter is not None:
+        problems.extend(f"{name} vs {src_iter.path.name}: {b}" for b in t.first_bad)
+        tail = src_iter.finish(t.urls)
         if tail:
-            problems.append(f"{meta['file']} vs {src_iter.path.name}: {tail}")
-    report["shards"] += 1
-    report["urls"] += urls
-    report["tokens"] += n_tokens
+            problems.append(f"{name} vs {src_iter.path.name}: {tail}")
 
 
 class _SourceStream:

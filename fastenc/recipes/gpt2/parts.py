@@ -3,16 +3,14 @@ straight into its open part's temporary files, applies the part rule, round-trip
 documents from disk, and, as each part closes, re-reads and checks it and writes its meta.json."""
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 
 import numpy as np
 import xxhash
 
-from fastenc.arrow_io import AtomicGroup
 from fastenc.errors import VerificationError
-from fastenc.recipes.gpt2_format import (
+from fastenc.run.parts import CappedParts
+from fastenc.recipes.gpt2.format import (
     BUCKETS,
     FORMAT,
     FORMAT_VERSION,
@@ -23,7 +21,7 @@ from fastenc.recipes.gpt2_format import (
     npy_header,
     part_stem,
 )
-from fastenc.recipes.gpt2_source import describe_document
+from fastenc.recipes.gpt2.source import describe_document
 
 
 class Batch:
@@ -44,11 +42,11 @@ class Batch:
 class _Part:
     """The open part of a bucket: two temporaries being appended to, and its running counters."""
 
-    def __init__(self, index: int, directory: Path, group: AtomicGroup):
+    def __init__(self, index: int, bucket: str, stage):
         self.index = index
         self.stem = part_stem(index)
-        self.bin = group.open(directory / f"{self.stem}.bin", "w+b")  # read back for the round trip
-        self.idx = group.open(directory / f"{self.stem}.idx.npy")
+        self.bin = stage.open(f"{bucket}/{self.stem}.bin", "w+b")  # read back for the round trip
+        self.idx = stage.open(f"{bucket}/{self.stem}.idx.npy")
         self.idx.file.write(npy_header(0))
         zero = np.zeros(1, np.int64)
         self.idx.file.write(zero.data)
@@ -63,47 +61,33 @@ class _Part:
         self.first_bucket_doc = -1
 
 
-class BucketWriter:
-    """Appends runs of one bucket's documents to its part files, applying the part rule."""
+class BucketWriter(CappedParts):
+    """Appends runs of one bucket's documents to its part files, under the part rule
+    (``fastenc.run.parts``, in tokens)."""
 
-    def __init__(self, b: int, out_dir: Path, part_tokens: int, decode_every: int, group: AtomicGroup, ctx: dict):
+    def __init__(self, b: int, stage, part_tokens: int, decode_every: int, ctx: dict):
+        super().__init__(part_tokens)
         self.b = b
         self.name = BUCKETS[b]
-        self.dir = out_dir / self.name
         self.lo, self.hi = bucket_range(b)
         self.part_tokens = part_tokens
         self.decode_every = decode_every
-        self.group = group
+        self.stage = stage
         self.ctx = ctx  # encoder, run-level fields of meta.json
         self.fmt = ctx.get("format", GPT2_FORMAT)  # the encoding and the bins' dtype
         self.parts: list[dict] = []  # finished parts' meta
         self.part: _Part | None = None
         self.docs = 0  # documents written to this bucket so far (its next document's ordinal)
-        self.created_dir = False
 
     def write(self, ids: np.ndarray, id_off: np.ndarray, s: int, e: int, batch: Batch) -> None:
         """Write documents ``s..e-1`` of an encoded batch (all of this bucket, none empty)."""
-        while s < e:
-            if self.part is None:
-                self._open()
-            room = self.part_tokens - self.part.tokens
-            k = min(e, int(np.searchsorted(id_off, id_off[s] + room, side="right")) - 1)
-            if k <= s:
-                if self.part.docs:
-                    self._close()  # the next document does not fit: it starts the next part
-                    continue
-                k = s + 1  # a document longer than a whole part: a part of its own
-            self._append(ids, id_off, s, k, batch)
-            s = k
+        self.write_items(id_off, s, e, ids, id_off, batch)
 
-    def _open(self) -> None:
-        if not self.dir.is_dir():
-            self.dir.mkdir(parents=True)
-            self.created_dir = True
-        self.part = _Part(len(self.parts), self.dir, self.group)
+    def _open_part(self) -> None:
+        self.part = _Part(len(self.parts), self.name, self.stage)
         self.part.first_bucket_doc = self.docs
 
-    def _append(self, ids, id_off, s: int, k: int, batch: Batch) -> None:
+    def _append(self, s: int, k: int, ids, id_off, batch: Batch) -> None:
         p = self.part
         a, z = int(id_off[s]), int(id_off[k])
         chunk = ids[a:z].astype(self.fmt.disk_dtype, copy=False)  # the card's byte order (no copy on little-endian hosts)
@@ -151,11 +135,8 @@ class BucketWriter:
         p.roundtrip_checked += 1
         p.samples.append([part_doc, batch.source, row])
 
-    def _close(self) -> None:
-        p = self.part
-        if p is None:
-            return
-        self.part = None
+    def _close_part(self) -> None:
+        p, self.part = self.part, None
         p.idx.file.flush()
         p.idx.file.seek(0)
         p.idx.file.write(npy_header(p.docs + 1))
@@ -227,13 +208,11 @@ class BucketWriter:
             "idx_xxh3_64": checks["idx_xxh3_64"],
             "roundtrip_samples": p.samples,
         }
-        af = self.group.open(self.dir / f"{p.stem}.meta.json", "w", encoding="utf-8")
-        af.file.write(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
-        af.finish()
+        self.stage.write_json(f"{self.name}/{p.stem}.meta.json", meta)
         self.parts.append(meta)
 
     def finish(self) -> dict:
-        self._close()
+        self.close()
         return {
             "docs": sum(m["docs"] for m in self.parts),
             "tokens": sum(m["tokens"] for m in self.parts),

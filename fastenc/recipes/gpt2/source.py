@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fastenc.arrow_io import iter_string_batches, read_column_rows
+from fastenc.arrow_io import invalid_utf8_count, iter_string_batches, read_column_rows, read_row_group
 from fastenc.errors import InputError
 
 
@@ -29,7 +29,7 @@ class _CountColumn:
         self.values = np.empty(0, np.int64)
 
     def _load(self, rg: int) -> None:
-        arr = self.pf.read_row_group(rg, columns=[self.column]).column(0)
+        arr = read_row_group(self.pf, self.path, rg, [self.column]).column(0)
         if arr.null_count:
             mask = arr.is_null().to_numpy(zero_copy_only=False)
             row = int(self.starts[rg]) + int(np.argmax(mask))
@@ -70,17 +70,18 @@ def count_column_of(path: Path, count_column: str | None) -> str | None:
     return count_column
 
 
-def iter_source(infos, count_columns, batch_bytes: int) -> Iterator[tuple]:
-    """``(source index, StringBatch, expected counts or None)`` over every input, in order."""
+def iter_source(infos, count_columns, batch_bytes: int, skip_nulls: bool = False) -> Iterator[tuple]:
+    """``(source index, StringBatch, expected counts or None, documents not valid UTF-8)`` over
+    every input, in order (the UTF-8 count is taken here, on the reader thread, beside the encoder)."""
     for si, info in enumerate(infos):
         if info.num_rows == 0:
             continue
         counts = _CountColumn(info.path, count_columns[si]) if count_columns[si] else None
-        for batch in iter_string_batches([info.path], info.column, batch_bytes=batch_bytes):
+        for batch in iter_string_batches([info.path], info.column, batch_bytes=batch_bytes, skip_nulls=skip_nulls):
             if batch.num_rows == 0:
                 continue
             expected = counts.take(batch.first_row, batch.num_rows) if counts is not None else None
-            yield si, batch, expected
+            yield si, batch, expected, invalid_utf8_count(batch.data, batch.offsets)
 
 
 _END = object()

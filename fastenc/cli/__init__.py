@@ -1,7 +1,7 @@
 """Command line: ``python -m fastenc`` / ``fastenc``.
 
-Subcommands are provided by small modules; each exposes ``add_arguments(parser)`` and
-``run(args) -> int`` (the exit status). A bare ``*.parquet`` path (no subcommand) means
+Subcommands are the modules of this package; each exposes ``add_arguments(parser)`` and
+``run(args) -> int`` (the exit status), and takes its shared flags from ``options``. A bare ``*.parquet`` path (no subcommand) means
 ``urls``, so ``python -m fastenc part-00042.parquet -o OUT`` runs the URL recipe.
 """
 from __future__ import annotations
@@ -13,13 +13,21 @@ import sys
 # name -> (module, one-line help). Modules are imported lazily so that ``--help`` and
 # the lightweight commands do not pay for importing numba.
 SUBCOMMANDS = {
-    "urls": ("fastenc.recipes.urls", "URL parquet shard -> xxh3-ordered uint16 token bin + sidecar"),
-    "gpt2": ("fastenc.recipes.gpt2", "documents -> GPT-2 uint16 bins bucketed by token length"),
-    "bytes": ("fastenc.recipes.bytes", "documents -> raw UTF-8 uint8 shards with 0xFE separators"),
-    "verify": ("fastenc.verify", "re-check a finished output directory from its files alone"),
-    "decode": ("fastenc.decode_cli", "print the texts stored in a token bin"),
-    "encode": ("fastenc.encode_cli", "encode a text file (or stdin) and print or save the ids"),
+    "urls": ("fastenc.cli.urls", "URL parquet shard(s) -> xxh3-ordered uint16 token bin + sidecar"),
+    "gpt2": ("fastenc.cli.gpt2", "documents -> GPT-2 uint16 bins bucketed by token length"),
+    "bytes": ("fastenc.cli.bytes", "documents -> raw UTF-8 uint8 shards with 0xFE separators"),
+    "verify": ("fastenc.cli.verify", "re-check a finished output directory from its files alone (and against its source)"),
+    "decode": ("fastenc.cli.decode", "print the documents (or URLs) stored in any fastenc output, a directory or one bin"),
+    "encode": ("fastenc.cli.encode", "encode a text file (or stdin) and print the ids, or write them to -o DIR"),
 }
+
+EPILOG = """\
+A bare path ending in .parquet runs the 'urls' recipe: fastenc part-00042.parquet -o OUT
+
+Shared flags: -o/--out DIR, -t/--tokenizer, --column, --threads, --batch-bytes, -q/--quiet, --json.
+Exit status: 0 ok; 1 bad input or environment (named in one line), or a failed check;
+2 usage error; 130 interrupted (nothing is published: every output appears in one step).
+"""
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -30,7 +38,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fastenc",
         description="Exact Numba encoders: parquet shards of web data -> flat token bins.",
-        epilog="A bare path ending in .parquet runs the 'urls' recipe: fastenc part-00042.parquet -o OUT",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"fastenc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -55,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(module.run(args) or 0)
     except KeyboardInterrupt:
-        print("fastenc: interrupted; no partial file was left under a final name", file=sys.stderr)
+        print("fastenc: interrupted; nothing was published (a rerun starts over)", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `fastenc decode ... | head`: the reader left, not an error
         import os
@@ -63,8 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except FastencError as exc:
-        print(f"fastenc: error: {exc}", file=sys.stderr)
-        return 1
+        # one line, whatever the message holds (an Arrow error may end in a newline)
+        print("fastenc: error: " + "; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip()), file=sys.stderr)
+        return exc.exit_code
 
 
 from fastenc.errors import FastencError  # noqa: E402  (kept light: no numba)

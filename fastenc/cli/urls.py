@@ -1,0 +1,45 @@
+"""``fastenc urls``: URL parquet shard(s) -> xxh3-ordered uint16 token bin + sidecar each."""
+from __future__ import annotations
+
+from fastenc.cli import options as o
+
+HELP = "URL parquet shard(s) -> xxh3-ordered uint16 token bin + sidecar"
+
+
+def add_arguments(p) -> None:
+    from fastenc.recipes.urls import DEFAULT_CHUNK_URLS, DEFAULT_NUM_SHARDS
+
+    p.add_argument("inputs", nargs="+", metavar="PARQUET", help="URL shard(s) such as part-00042.parquet (files, directories or globs)")
+    o.add_out(p, "output directory (created; may hold other shards' outputs and one shared tokenizer/)")
+    p.add_argument("--column", default="url", metavar="NAME", help="URL column (default: url)")
+    p.add_argument("--shard", type=int, default=None, help="shard index (default: the NNNNN of part-NNNNN in the file name)")
+    p.add_argument("--num-shards", type=o.positive_int, default=DEFAULT_NUM_SHARDS, help=f"shards in the corpus (default: {DEFAULT_NUM_SHARDS})")
+    p.add_argument("--no-shard-check", dest="shard_check", action="store_false",
+                   help="do not require (xxh3_64(url) * num_shards) >> 64 == shard (for inputs that are not shards; "
+                        "a file not named part-NNNNN is then written as shard 0 unless --shard says otherwise)")
+    o.add_skip_nulls(p, "URLs")
+    o.add_tokenizer(p, "urls", "'urls' (built in) or a URL tokenizer.json / its folder (default: urls)")
+    p.add_argument("--chunk-urls", type=o.positive_int, default=DEFAULT_CHUNK_URLS,
+                   help="URLs gathered and written per chunk (memory; the output does not depend on it)")
+    o.add_threads(p)
+    o.add_overwrite(p, "an earlier output of the same shard in OUT")
+    o.add_quiet_json(p, "print the sidecar(s) as JSON on stdout")
+
+
+def run(args) -> int:
+    from fastenc.arrow_io import resolve_inputs
+    from fastenc.errors import UsageError
+    from fastenc.recipes.urls import encode_shard
+
+    paths = resolve_inputs(args.inputs)
+    if args.shard is not None and len(paths) > 1:
+        raise UsageError(f"--shard names one shard but {len(paths)} files were given: pass one file, or name them part-NNNNN")
+    metas = [
+        encode_shard(path, args.out, column=args.column, shard=args.shard, num_shards=args.num_shards,
+                     shard_check=args.shard_check, skip_nulls=args.skip_nulls, tokenizer=args.tokenizer,
+                     chunk_urls=args.chunk_urls, threads=args.threads, overwrite=args.overwrite, quiet=args.quiet)
+        for path in paths
+    ]
+    if args.json:
+        o.print_json(metas[0] if len(metas) == 1 else metas)
+    return 0

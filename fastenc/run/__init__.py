@@ -1,0 +1,8 @@
+"""The run skeleton shared by every recipe (see ``lifecycle`` and ``staging``, and
+docs/atomic-output.md for the publication rule)."""
+from fastenc.run import faults
+from fastenc.run.lifecycle import OutputSpec, Run, Stats, finished_same, make_request, output_error
+from fastenc.run.staging import Stage, StagedFile, clean_stale, publish_folder, publish_into
+
+__all__ = ["faults", "OutputSpec", "Run", "Stats", "make_request", "finished_same", "output_error",
+           "Stage", "StagedFile", "clean_stale", "publish_folder", "publish_into"]

@@ -1,0 +1,85 @@
+"""Fault injection: one documented hook called before every write, fsync, rename and mkdir of a run.
+
+Every file a recipe publishes goes through ``fastenc.run.staging``, and that module calls
+``step(op, path)`` before each of those operations. Nothing happens unless a hook is installed
+with ``inject``; a hook may raise (``OSError(ENOSPC)``, ``KeyboardInterrupt``) or kill the
+process to simulate a full disk, Ctrl-C or ``kill -9`` at exactly that point::
+
+    from fastenc.run import faults
+
+    with faults.inject(faults.FailAt(5, OSError(28, "No space left on device"))):
+        encode_bytes(...)          # the 5th step raises
+
+``ops``: ``"mkdir"``, ``"write"``, ``"fsync"``, ``"rename"``. The hook is process-wide (the
+URL recipe writes its bin from a background thread) and is meant for tests and drills, not
+for production runs.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from pathlib import Path
+from typing import Callable, Iterator
+
+__all__ = ["OPS", "inject", "step", "FailAt", "Recorder"]
+
+OPS = ("mkdir", "write", "fsync", "rename")
+
+Hook = Callable[[str, Path], None]
+_hook: Hook | None = None
+
+
+def step(op: str, path: str | os.PathLike) -> None:
+    """Called by the staging layer before ``op`` on ``path``; runs the installed hook, if any."""
+    hook = _hook
+    if hook is not None:
+        hook(op, Path(path))
+
+
+@contextlib.contextmanager
+def inject(hook: Hook) -> Iterator[Hook]:
+    """Install ``hook(op, path)`` for the duration of the block (process-wide)."""
+    global _hook
+    old, _hook = _hook, hook
+    try:
+        yield hook
+    finally:
+        _hook = old
+
+
+class Recorder:
+    """A hook that records every step, as ``(op, path)`` pairs: run once to list the fault points."""
+
+    def __init__(self):
+        self.steps: list[tuple[str, Path]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, op: str, path: Path) -> None:
+        with self._lock:
+            self.steps.append((op, path))
+
+
+class FailAt:
+    """A hook that raises ``exc`` (or calls it, if callable) at the ``n``-th step (1-based)
+    counting only steps whose op is in ``ops`` (default: all)."""
+
+    def __init__(self, n: int, exc: BaseException | Callable[[], None], ops: tuple[str, ...] = OPS):
+        self.n = n
+        self.exc = exc
+        self.ops = ops
+        self.seen = 0
+        self.fired: tuple[str, Path] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, op: str, path: Path) -> None:
+        if op not in self.ops:
+            return
+        with self._lock:
+            self.seen += 1
+            if self.seen != self.n:
+                return
+            self.fired = (op, path)
+        if isinstance(self.exc, BaseException):
+            raise self.exc
+        self.exc()

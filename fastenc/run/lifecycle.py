@@ -1,0 +1,276 @@
+"""The run lifecycle every recipe shares: request, "already finished" check, overwrite policy,
+cleanup of stale temporaries, thread count, stats, staging and the one-step publication.
+
+A recipe describes its output once (``OutputSpec``) and runs as::
+
+    request = make_request("bytes", paths, {"column": column, ...})
+    with Run(spec, out_dir, request, overwrite=overwrite, threads=threads) as run:
+        if run.done is not None:          # OUT already holds this very output: nothing to do
+            return run.done
+        f = run.stage.open("train_00000.bin")   # every file goes into the staging folder
+        ...
+        run.publish(manifest)             # manifest written into the stage, then the commit
+
+Leaving the block by an exception (KeyboardInterrupt included) deletes the stage, removes an
+``OUT`` the run created (manifest publication), restores the thread count, and turns an OSError
+of the output side (disk full, permission, read-only file system) into one ``OutputError`` line.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+from fastenc.errors import InputError, OutputError, UsageError
+from fastenc.run import staging
+
+__all__ = ["OutputSpec", "Run", "Stats", "make_request", "finished_same", "output_error"]
+
+#: errno values that mean "the output side failed" (disk, permissions, file system)
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG,
+                  errno.ENOTDIR, errno.EISDIR, errno.EXDEV, errno.EBUSY, errno.ENAMETOOLONG, errno.EMLINK}
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """What the lifecycle needs to know about one recipe's output.
+
+    ``manifest``: the file (relative to ``OUT``) whose presence means "complete"; its JSON has
+    ``"format": format`` and ``"request"``. ``files_of(manifest)``: the ``(relative path,
+    size or None)`` of every file it lists. ``is_own(name)``: whether a top-level entry of
+    ``OUT`` belongs to this kind of output (others' files are never deleted). ``mode``:
+    ``"folder"`` (``OUT`` is the output, published by renaming the staging folder) or
+    ``"into"`` (``OUT`` is shared; the stage's entries move in, the manifest last).
+    ``leftovers``: for ``"into"``, the entries of ``OUT`` that a missing manifest makes leftovers.
+    """
+
+    recipe: str
+    format: str
+    manifest: str
+    files_of: Callable[[dict], list]
+    is_own: Callable[[str], bool]
+    mode: str = "folder"
+    leftovers: tuple[str, ...] = ()
+    shared: tuple[str, ...] = ()
+
+
+def make_request(recipe: str, sources: Sequence[os.PathLike | str], options: dict, tokenizer_sha256: str | None = None) -> dict:
+    """What a run was asked to do, as stored in its manifest: two runs with equal requests
+    produce byte-identical outputs (inputs are identified by path, size and mtime)."""
+    from fastenc import __version__
+
+    srcs = []
+    for s in sources:
+        st = os.stat(s)
+        srcs.append([os.path.abspath(s), st.st_size, st.st_mtime_ns])
+    request = {"recipe": recipe, "sources": srcs, "options": options, "tokenizer_sha256": tokenizer_sha256,
+               "fastenc_version": __version__}
+    return json.loads(json.dumps(request))  # the form it has once read back from the manifest
+
+
+def finished_same(out: Path, spec: OutputSpec, request: dict) -> dict | None:
+    """The manifest if ``out`` already holds the complete output of this very request."""
+    try:
+        manifest = json.loads((out / spec.manifest).read_text(encoding="utf-8"))
+        if manifest.get("format") != spec.format or manifest.get("request") != request:
+            return None
+        for rel, size in spec.files_of(manifest):
+            p = out / rel
+            if not p.is_file() or (size is not None and p.stat().st_size != size):
+                return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return manifest
+
+
+def output_error(exc: OSError, out: Path) -> OutputError:
+    """One line for an OSError on the output side, naming the path and the fix."""
+    where = exc.filename or out
+    fixes = {
+        errno.ENOSPC: "free some space or choose another -o", errno.EDQUOT: "free some quota or choose another -o",
+        errno.EACCES: "check the permissions or choose another -o", errno.EPERM: "check the permissions or choose another -o",
+        errno.EROFS: "the file system is read-only: choose another -o",
+        errno.ENOTDIR: "a part of the path is a file, not a folder: choose another -o",
+    }
+    fix = fixes.get(exc.errno, "check the disk and the path, or choose another -o")
+    return OutputError(f"cannot write the output {out}: {exc.strerror or exc} ({where}); nothing was published: {fix}")
+
+
+def set_threads(n: int) -> int:
+    """Set Numba's thread count (checked); returns the previous one."""
+    import numba
+
+    if not 1 <= n <= numba.config.NUMBA_NUM_THREADS:
+        raise UsageError(f"--threads must be between 1 and {numba.config.NUMBA_NUM_THREADS} (got {n})")
+    old = numba.get_num_threads()
+    numba.set_num_threads(n)
+    return old
+
+
+@contextlib.contextmanager
+def thread_count(n: int | None) -> Iterator[None]:
+    """``with thread_count(n):`` Numba runs on ``n`` threads inside, the previous count after."""
+    if n is None:
+        yield
+        return
+    old = set_threads(n)
+    try:
+        yield
+    finally:
+        import numba
+
+        numba.set_num_threads(old)
+
+
+class Stats:
+    """One run's timings and counters: ``with stats.time("encode"): ...``, ``stats.add("docs", n)``."""
+
+    def __init__(self):
+        self.t0 = time.perf_counter()
+        self.seconds: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def time(self, stage: str) -> Iterator[None]:
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t
+
+    def add(self, name: str, n: int) -> None:
+        self.counts[name] = self.counts.get(name, 0) + int(n)
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+
+class Run:
+    """One recipe run into ``out`` (see the module docstring). ``done`` is the existing manifest
+    when ``out`` already holds this very output, else None."""
+
+    def __init__(self, spec: OutputSpec, out: str | os.PathLike, request: dict, *, overwrite: bool = False,
+                 threads: int | None = None):
+        self.spec = spec
+        self.out = Path(out)
+        self.request = request
+        self.overwrite = overwrite
+        self.threads = threads
+        self.done: dict | None = None
+        self.stats = Stats()
+        self._stage: staging.Stage | None = None
+        self._old_threads: int | None = None
+        self._created_out = False
+
+    # -- entering: check OUT, clean up, decide ------------------------------------------------
+
+    def __enter__(self) -> "Run":
+        try:
+            self.done = self._prepare()
+        except OSError as exc:
+            raise output_error(exc, self.out) from exc
+        self._set_threads()
+        return self
+
+    def _prepare(self) -> dict | None:
+        out, spec = self.out, self.spec
+        if out.exists() and not out.is_dir():
+            raise InputError(f"output {out} exists and is not a directory: choose a directory path with -o")
+        for parent in out.absolute().parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise InputError(f"cannot create the output {out}: {parent} is a file, not a folder; choose another -o")
+                break
+        if spec.mode == "folder":
+            out.parent.mkdir(parents=True, exist_ok=True)
+            staging.clean_stale(out.parent, out.name, spec.is_own)
+        else:
+            self._created_out = not out.exists()
+            out.mkdir(parents=True, exist_ok=True)
+            staging.clean_stale(out, None, spec.is_own)
+        done = finished_same(out, spec, self.request)
+        if done is not None and not self.overwrite:
+            return done
+        if spec.mode == "folder":
+            self._check_folder_free(out)
+        else:
+            self._check_unit_free(out)
+        return None
+
+    def _check_folder_free(self, out: Path) -> None:
+        if not out.is_dir() or not staging.has_files(out) or self.overwrite:
+            return
+        existing = sorted(p.name for p in out.iterdir())
+        shown = ", ".join(existing[:5]) + (", ..." if len(existing) > 5 else "")
+        raise InputError(
+            f"output directory {out} is not empty ({shown}): pass --overwrite to replace a previous fastenc "
+            f"{self.spec.recipe} output there, or choose an empty or new directory"
+        )
+
+    def _check_unit_free(self, out: Path) -> None:
+        manifest = out / self.spec.manifest
+        if not manifest.exists():
+            for name in self.spec.leftovers:  # data moved in by a run that never committed
+                staging._remove(out / name)
+            return
+        if not self.overwrite:
+            names = " / ".join(self.spec.leftovers + (self.spec.manifest,))
+            raise InputError(f"{out} already holds another output of {names} (from another request): "
+                             "pass --overwrite to replace it, or choose another directory")
+
+    def _set_threads(self) -> None:
+        if self.threads is not None:
+            self._old_threads = set_threads(self.threads)
+
+    # -- the stage and the commit ---------------------------------------------------------------
+
+    @property
+    def stage(self) -> staging.Stage:
+        """The staging folder (created on first use)."""
+        if self._stage is None:
+            if self.spec.mode == "folder":
+                where = self.out.with_name(staging.temp_name(self.out.name))
+            else:
+                where = self.out / staging.temp_name("")
+            self._stage = staging.Stage(where)
+        return self._stage
+
+    def publish(self, manifest: dict) -> None:
+        """Write ``manifest`` into the stage and publish the whole output in one step."""
+        stage = self.stage
+        stage.write_json(self.spec.manifest, manifest)
+        if self.spec.mode == "folder":
+            staging.publish_folder(stage, self.out, self.spec.is_own)
+        else:
+            staging.publish_into(stage, self.out, self.spec.manifest, self.spec.shared, self.spec.leftovers)
+        self._stage = None
+
+    # -- leaving ------------------------------------------------------------------------------
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if self._old_threads is not None:
+            import numba
+
+            numba.set_num_threads(self._old_threads)
+        if exc_type is None:
+            return False
+        if self._stage is not None:
+            self._stage.discard()
+            self._stage = None
+        if self._created_out:
+            with contextlib.suppress(OSError):
+                self.out.rmdir()
+        if isinstance(exc, OSError) and not isinstance(exc, OutputError) and self._is_output_side(exc):
+            raise output_error(exc, self.out) from exc
+        return False
+
+    def _is_output_side(self, exc: OSError) -> bool:
+        if exc.filename:
+            # the output folder, or its staging folder beside it (``OUT.tmp-...``)
+            return os.path.abspath(exc.filename).startswith(os.path.abspath(self.out))
+        return exc.errno in _OUTPUT_ERRNOS

@@ -1,0 +1,317 @@
+"""Staging and publication: an output is written into a temporary folder and appears in one step.
+
+The rule (docs/atomic-output.md):
+
+- A run writes every file of its output into a **staging folder** with a temporary name,
+  ``<name>.tmp-<pid>-<hex>``, and fsyncs each file as it finishes.
+- **Folder publication** (gpt2, bytes): when everything is written, checked and fsynced, the
+  staging folder is renamed onto ``OUT`` -- one ``rename``, the commit. Before it, ``OUT`` is absent
+  or still the previous output; after it, ``OUT`` is the complete new output. An ``OUT`` that is
+  replaced (``--overwrite``) is first renamed aside to ``OUT.old-<pid>-<hex>``, then deleted (files
+  of others in it are moved back into the new ``OUT``).
+- **Manifest publication** (urls, whose ``OUT`` is shared by many shards): the staged entries are
+  renamed into ``OUT`` and the manifest (the sidecar) is renamed last -- that rename is the commit.
+  A data file whose manifest is missing is a leftover that readers refuse and a rerun deletes.
+- A rerun first cleans up: staging folders (and legacy ``*.tmp-<pid>-<hex>`` files) of processes
+  that are gone are deleted; an ``OUT.old-*`` of a dead process is put back as ``OUT`` if the
+  commit never happened, else deleted.
+
+Every mkdir, write, fsync and rename here goes through ``fastenc.run.faults.step`` first, so a
+test can fail any one of them.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import secrets
+import shutil
+from pathlib import Path
+from typing import Callable, Iterable
+
+from fastenc.run import faults
+
+__all__ = [
+    "Stage",
+    "StagedFile",
+    "temp_name",
+    "clean_stale",
+    "publish_folder",
+    "publish_into",
+    "fsync_dir",
+    "has_files",
+]
+
+_TEMP_RE = re.compile(r"\.(tmp|old)-(\d+)-[0-9a-f]+$")
+
+
+def temp_name(name: str, kind: str = "tmp") -> str:
+    """``name.tmp-<pid>-<hex>``: a temporary name that says which process owns it."""
+    return f"{name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory, so that the renames and creations in it are durable."""
+    faults.step("fsync", directory)
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.EBADF):  # some file systems cannot fsync a directory
+            raise
+    finally:
+        os.close(fd)
+
+
+def _rename(src: Path, dst: Path) -> None:
+    faults.step("rename", dst)
+    os.replace(src, dst)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def has_files(path: Path) -> bool:
+    """True if ``path`` (a directory) holds any file, at any depth (empty folders do not count)."""
+    return any(not p.is_dir() for p in path.rglob("*"))
+
+
+class _HookedFile:
+    """A file object whose ``write`` first calls the fault hook (everything else is the file's)."""
+
+    def __init__(self, file, path: Path):
+        self._file = file
+        self._path = path
+
+    def write(self, data):
+        faults.step("write", self._path)
+        return self._file.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self._file, name)
+
+
+class StagedFile:
+    """One file being written in a ``Stage``; ``finish()`` flushes, fsyncs and closes it."""
+
+    def __init__(self, path: Path, mode: str = "wb", **open_kwargs):
+        if not mode.startswith("w"):
+            raise ValueError("a staged file is a new file: mode must start with 'w'")
+        self.path = path
+        self.file = _HookedFile(open(path, mode, **open_kwargs), path)
+        self.state = "open"
+
+    @property
+    def temp_path(self) -> Path:
+        return self.path
+
+    def finish(self) -> None:
+        if self.state != "open":
+            return
+        self.file.flush()
+        faults.step("fsync", self.path)
+        os.fsync(self.file.fileno())
+        self.file.close()
+        self.state = "finished"
+
+    def close_quietly(self) -> None:
+        with contextlib.suppress(Exception):  # closing a broken file must not hide the original error
+            self.file.close()
+        self.state = "discarded"
+
+
+class Stage:
+    """A temporary folder that receives one output (or one unit of work) before it is published.
+
+    Files are opened by their path relative to the output (``stage.open("b1/part_00.bin")``);
+    folders are created as needed. ``finish()`` fsyncs every file and folder; ``discard()``
+    deletes the whole folder. A stage can be published by ``publish_folder`` (its folder becomes
+    ``OUT``) or ``publish_into`` (its entries move into an existing ``OUT``, the manifest last);
+    a future map/reduce run can also keep finished stages as units and publish them in a reduce step.
+    """
+
+    def __init__(self, directory: Path):
+        self.dir = Path(directory)
+        self.files: list[StagedFile] = []
+        self._dirs: set[Path] = set()
+        self._mkdir(self.dir)
+
+    def _mkdir(self, d: Path) -> None:
+        if d in self._dirs:
+            return
+        if d != self.dir:
+            self._mkdir(d.parent)
+        faults.step("mkdir", d)
+        d.mkdir(exist_ok=d != self.dir)
+        self._dirs.add(d)
+
+    def path(self, rel: str | os.PathLike) -> Path:
+        """The staged path of ``rel`` (its folder is created)."""
+        p = self.dir / rel
+        self._mkdir(p.parent)
+        return p
+
+    def open(self, rel: str | os.PathLike, mode: str = "wb", **open_kwargs) -> StagedFile:
+        sf = StagedFile(self.path(rel), mode, **open_kwargs)
+        self.files.append(sf)
+        return sf
+
+    def write_bytes(self, rel: str | os.PathLike, data: bytes) -> None:
+        sf = self.open(rel)
+        sf.file.write(data)
+        sf.finish()
+
+    def write_text(self, rel: str | os.PathLike, text: str) -> None:
+        self.write_bytes(rel, text.encode("utf-8"))
+
+    def write_json(self, rel: str | os.PathLike, obj) -> None:
+        """``obj`` as JSON (indent 2, UTF-8, trailing newline)."""
+        self.write_text(rel, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+    def copy_file(self, src: Path, rel: str | os.PathLike) -> None:
+        sf = self.open(rel)
+        with open(src, "rb") as inp:
+            for block in iter(lambda: inp.read(1 << 20), b""):
+                sf.file.write(block)
+        sf.finish()
+
+    def finish(self) -> None:
+        """Every file flushed, fsynced and closed, and every folder fsynced (deepest first)."""
+        for sf in self.files:
+            sf.finish()
+        for d in sorted(self._dirs, key=lambda p: len(p.parts), reverse=True):
+            fsync_dir(d)
+
+    def discard(self) -> None:
+        for sf in self.files:
+            if sf.state == "open":
+                sf.close_quietly()
+        _remove(self.dir)
+
+
+# ----------------------------------------------------------------------------------------------
+# Publication
+# ----------------------------------------------------------------------------------------------
+
+
+def publish_folder(stage: Stage, out: Path, is_own: Callable[[str], bool]) -> None:
+    """Make the stage's folder ``out`` by one rename (the commit).
+
+    ``out`` may be absent, a folder without files, or a previous output (the caller decided that
+    it may be replaced). A previous one is renamed aside first and deleted after the commit;
+    entries in it that ``is_own`` does not claim (someone else's notes) are moved into the new
+    ``out``. Folders without files are simply removed first.
+    """
+    stage.finish()
+    old = None
+    if out.exists():
+        if has_files(out):
+            old = out.with_name(temp_name(out.name, "old"))
+            _rename(out, old)
+        else:
+            shutil.rmtree(out)
+    try:
+        _rename(stage.dir, out)  # the commit
+    except BaseException:
+        if old is not None:  # put the previous output back: the run failed, nothing changed
+            os.replace(old, out)
+        raise
+    fsync_dir(out.parent)
+    if old is not None:
+        _finish_old(old, out, is_own)
+
+
+def _finish_old(old: Path, out: Path, is_own: Callable[[str], bool]) -> None:
+    """After the commit: move others' entries of the replaced output into ``out``, delete the rest."""
+    for entry in sorted(old.iterdir()):
+        if not is_own(entry.name) and not (out / entry.name).exists():
+            _rename(entry, out / entry.name)
+    _remove(old)
+
+
+def publish_into(stage: Stage, out: Path, manifest: str, shared: Iterable[str] = (), replaced: Iterable[str] = ()) -> None:
+    """Move the stage's top-level entries into the existing folder ``out``, ``manifest`` last.
+
+    The manifest's rename is the commit. ``replaced``: entries of an earlier output that this one
+    replaces (its manifest first, so that it is un-committed before its data changes); they are
+    moved aside into the stage and put back if the commit does not happen. Entries named in
+    ``shared`` are left as they are in ``out`` when already there (``tokenizer/``).
+    """
+    stage.finish()
+    aside = stage.dir / ".replaced"
+    old = [name for name in [manifest, *replaced] if (out / name).exists()]
+    moved: list[str] = []
+    try:
+        if old:
+            aside.mkdir()
+        for name in old:
+            _rename(out / name, aside / name)
+        for name in sorted(p.name for p in stage.dir.iterdir() if p.name not in (manifest, aside.name)):
+            if name in set(shared) and (out / name).exists():
+                continue
+            _rename(stage.dir / name, out / name)
+            moved.append(name)
+        _rename(stage.dir / manifest, out / manifest)  # the commit
+    except BaseException:
+        for name in moved:  # not committed: what was moved in is a temporary again
+            _remove(out / name)
+        for name in reversed(old):  # the earlier output comes back, its manifest last
+            if (aside / name).exists():
+                os.replace(aside / name, out / name)
+        raise
+    fsync_dir(out)
+    _remove(stage.dir)
+
+
+# ----------------------------------------------------------------------------------------------
+# Stale temporaries
+# ----------------------------------------------------------------------------------------------
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale(directory: Path, prefix: str | None = None, is_own: Callable[[str], bool] = lambda name: True) -> list[Path]:
+    """Delete the temporaries in ``directory`` left by processes that are gone (``kill -9``,
+    power loss): ``<prefix>.tmp-<pid>-<hex>`` staging folders and files (any prefix when None).
+
+    ``<prefix>.old-<pid>-<hex>`` (an output renamed aside by ``publish_folder``) is put back as
+    ``<prefix>`` when the commit never happened, else finished as after a commit. Returns the
+    paths removed or restored.
+    """
+    done: list[Path] = []
+    if not directory.is_dir():
+        return done
+    for p in sorted(directory.iterdir()):
+        m = _TEMP_RE.search(p.name)
+        if not m or (prefix is not None and p.name[: m.start()] != prefix) or _pid_alive(int(m.group(2))):
+            continue
+        if m.group(1) == "tmp":
+            _remove(p)
+        else:
+            out = directory / p.name[: m.start()]
+            if out.exists():
+                _finish_old(p, out, is_own)
+            else:
+                os.replace(p, out)
+        done.append(p)
+    return done

@@ -1,0 +1,182 @@
+"""The command line a new user meets (issue 10): one-line errors with documented exit codes
+(1 input/environment, 2 usage, 130 interrupted), one flag vocabulary, decode for every format."""
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from fastenc import cli
+from fastenc.run import faults
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "data"
+BYTES_FIXTURE = DATA / "bytes_docs.parquet"
+DOCS_FIXTURE = DATA / "docs_fixture.parquet"
+
+
+def one_line_error(capsys, rc: int, want_rc: int = 1) -> str:
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == want_rc, err
+    assert len(lines) == 1 and lines[0].startswith("fastenc: error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_encode_to_an_existing_folder_is_one_line_and_leaves_nothing(tmp_path, capsys):
+    """Failure 5: ``fastenc encode README.md -o EXISTING_DIR`` printed a traceback and left a temporary."""
+    out = tmp_path / "existing"
+    out.mkdir()
+    (out / "mine.txt").write_text("x")
+    line = one_line_error(capsys, cli.main(["encode", str(REPO / "README.md"), "-o", str(out), "-q"]))
+    assert "not empty" in line and "--overwrite" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing"]
+    assert [p.name for p in out.iterdir()] == ["mine.txt"]
+
+
+def test_encode_to_a_folder_then_decode_it(tmp_path, capsys):
+    out = tmp_path / "ids"
+    text = "Hello, world! Grüße aus Köln.\nSecond line."
+    src = tmp_path / "t.txt"
+    src.write_text(text, encoding="utf-8")
+    assert cli.main(["encode", str(src), "-o", str(out), "--threads", "1", "-q"]) == 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["ids"] == (out / "ids.bin").stat().st_size // 2 and meta["dtype"] == "uint16"
+    assert cli.main(["encode", str(src), "-o", str(out), "-q"]) == 0  # the same request: nothing to do
+    capsys.readouterr()
+    assert cli.main(["decode", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == text
+
+
+def test_usage_errors_exit_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["bytes", str(BYTES_FIXTURE), "-o", str(tmp_path / "o"), "--batch-bytes", "0"])
+    assert exc.value.code == 2 and "--batch-bytes" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["gpt2", str(DOCS_FIXTURE), "-o", str(tmp_path / "o"), "--threads", "0"])
+    assert exc.value.code == 2 and "--threads" in capsys.readouterr().err
+    line = one_line_error(capsys, cli.main(["gpt2", str(DOCS_FIXTURE), "-o", str(tmp_path / "o"), "--buckets", "b9", "-q"]), 2)
+    assert "unknown bucket 'b9'" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_output_under_a_file_and_a_full_disk_are_one_line(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    line = one_line_error(capsys, cli.main(["bytes", str(BYTES_FIXTURE), "-o", str(blocker / "out"), "-q"]))
+    assert "is a file, not a folder" in line
+    with faults.inject(faults.FailAt(3, OSError(errno.ENOSPC, "No space left on device"), ops=("write",))):
+        line = one_line_error(capsys, cli.main(["bytes", str(BYTES_FIXTURE), "-o", str(tmp_path / "o"), "-q"]))
+    assert "No space left on device" in line and "nothing was published" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_interrupted_exits_130_and_publishes_nothing(tmp_path, capsys):
+    with faults.inject(faults.FailAt(1, KeyboardInterrupt(), ops=("rename",))):
+        rc = cli.main(["bytes", str(BYTES_FIXTURE), "-o", str(tmp_path / "o"), "-q"])
+    assert rc == 130 and "interrupted" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_damaged_parquet_page_is_one_line(tmp_path, capsys):
+    """A page that fails to decompress (the footer is intact, so the file opens): one line."""
+    src = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"text": [f"document {i} " * 300 for i in range(200)]}), src, compression="zstd", row_group_size=200)
+    chunk = pq.ParquetFile(src).metadata.row_group(0).column(0)
+    start = chunk.dictionary_page_offset or chunk.data_page_offset
+    raw = bytearray(src.read_bytes())
+    frame = raw.index(b"\x28\xb5\x2f\xfd", start)  # the first zstd frame of the column's pages
+    raw[frame : frame + 4] = b"\x00\x00\x00\x00"  # its magic number: the page no longer decompresses
+    src.write_bytes(bytes(raw))
+    pq.ParquetFile(src)  # the footer still reads
+    line = one_line_error(capsys, cli.main(["bytes", str(src), "-o", str(tmp_path / "o"), "-q"]))
+    assert str(src) in line and "damaged" in line
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("edit", ["model_string", "added_tokens_dict", "deep_pre_tokenizer"])
+def test_malformed_tokenizer_json_is_one_line(tmp_path, capsys, edit):
+    from fastenc.vocab import builtin_tokenizer_dir
+
+    spec = json.loads((builtin_tokenizer_dir("urls") / "tokenizer.json").read_text(encoding="utf-8"))
+    if edit == "model_string":
+        spec["model"] = "BPE"
+    elif edit == "added_tokens_dict":
+        spec["added_tokens"] = {"<eos>": 0}
+    text = json.dumps(spec)
+    if edit == "deep_pre_tokenizer":
+        text = text.replace('"pre_tokenizer":', '"pre_tokenizer": ' + '{"type": "Sequence", "pretokenizers": [' * 5000
+                            + "null" + "]}" * 5000 + ', "was":', 1)
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text(text, encoding="utf-8")
+    src = tmp_path / "t.txt"
+    src.write_text("http://a.b/")
+    line = one_line_error(capsys, cli.main(["encode", str(src), "-t", str(bad)]))
+    assert str(bad) in line
+
+
+def test_verify_source_flag_before_out_and_threads(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert cli.main(["bytes", str(BYTES_FIXTURE), "-o", str(out), "--threads", "1", "-q"]) == 0
+    assert cli.main(["verify", "--source", str(BYTES_FIXTURE), str(out), "--threads", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "OK" in err and "all 44 documents byte for byte" in err
+
+
+def test_urls_no_shard_check_needs_no_shard_index(tmp_path, capsys):
+    """A file not named part-NNNNN with --no-shard-check is written as shard 0 (no --shard needed)."""
+    assert cli.main(["urls", str(DATA / "urls_fixture.parquet"), "-o", str(tmp_path / "u"), "--no-shard-check", "-q", "--json"]) == 0
+    meta = json.loads(capsys.readouterr().out)
+    assert meta["shard"] == 0 and (tmp_path / "u" / "tokens-s00000.bin").is_file()
+
+
+def test_decode_reads_every_format(tmp_path, capsys):
+    bytes_out, gpt2_out = tmp_path / "b", tmp_path / "g"
+    assert cli.main(["bytes", str(BYTES_FIXTURE), "-o", str(bytes_out), "-q"]) == 0
+    assert cli.main(["gpt2", str(DOCS_FIXTURE), "-o", str(gpt2_out), "--buckets", "b1", "-q"]) == 0
+    texts = pq.read_table(BYTES_FIXTURE).column("text").to_pylist()
+    capsys.readouterr()
+    assert cli.main(["decode", str(bytes_out / "train_00000.bin"), "--json", "--limit", "3"]) == 0
+    got = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert got == [t.replace("\ufffe", "") for t in texts[:3]] or len(got) == 3
+    docs = pq.read_table(DOCS_FIXTURE)
+    b1 = [t for t, n in zip(docs.column("text").to_pylist(), docs.column("gpt2_tokens").to_pylist()) if 4096 <= n < 8192]
+    assert cli.main(["decode", str(gpt2_out), "--json", "--start", "1", "--limit", "2"]) == 0
+    assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == b1[1:3]
+
+
+def test_help_names_the_shared_flags_and_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert "Exit status" in out and "130" in out
+    for command in ("urls", "gpt2", "bytes", "encode"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        text = capsys.readouterr().out
+        for flag in ("--threads", "-q, --quiet", "--json"):
+            assert flag in text, (command, flag)
+
+
+def test_skip_nulls_in_every_recipe(tmp_path, capsys):
+    """Issue 10, item 9: --skip-nulls is not only the URL recipe's: gpt2 and bytes leave null
+    texts out, count them, and verify --source still compares every document."""
+    texts = ["first document", None, "second one", None, None, "third"]
+    src = tmp_path / "nulls.parquet"
+    pq.write_table(pa.table({"text": texts, "url": texts}), src, row_group_size=4)
+    for command in ("gpt2", "bytes"):
+        out = tmp_path / command
+        line = one_line_error(capsys, cli.main([command, str(src), "-o", str(out), "-q"]))
+        assert "null at row 1" in line and not out.exists()
+        assert cli.main([command, str(src), "-o", str(out), "--skip-nulls", "-q", "--json"]) == 0
+        meta = json.loads(capsys.readouterr().out)
+        assert meta["null_documents_skipped"] == 3
+        assert cli.main(["verify", str(out), "--source", str(src), "-q"]) == 0
+        assert cli.main(["decode", str(out), "--json"]) == 0
+        assert [json.loads(x) for x in capsys.readouterr().out.splitlines()] == [t for t in texts if t]
+    assert cli.main(["urls", str(src), "-o", str(tmp_path / "u"), "--no-shard-check", "--skip-nulls", "-q", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["null_urls_skipped"] == 3

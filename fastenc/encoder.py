@@ -22,8 +22,18 @@ from fastenc.kernels.piece_cache import (
 )
 from fastenc.kernels.runs import encode_docs
 from fastenc.tasks import run_tasks
-from fastenc.unicode_classes import gpt2_class_table
-from fastenc.vocab import BUILTIN, Vocab, VocabInfo, builtin_tokenizer_dir, load_vocab
+from fastenc.unicode_classes import class_table_for
+from fastenc.vocab import (
+    BUILTIN,
+    TIKTOKEN_BUILTIN,
+    TIKTOKEN_PATTERNS,
+    Vocab,
+    VocabInfo,
+    builtin_tiktoken_file,
+    builtin_tokenizer_dir,
+    load_tiktoken_vocab,
+    load_vocab,
+)
 
 def _to_utf8(text: str) -> bytes:
     try:
@@ -61,7 +71,7 @@ class Encoder:
         self.vocab = vocab
         self.info = info
         self.name = name or info.path
-        self.classes = gpt2_class_table()
+        self.classes = class_table_for(info.pretokenizer)  # the code-point classes its pre-tokenizer reads
         self._caches = None  # per-task piece caches, kept between calls (they only memoize)
 
     def __repr__(self) -> str:
@@ -210,18 +220,33 @@ class Encoder:
 
 
 @functools.lru_cache(maxsize=8)
-def _load_cached(path: str, merge_rule: str, mtime_ns: int, name: str) -> Encoder:
-    vocab, info = load_vocab(path, merge_rule=merge_rule)
+def _load_cached(path: str, merge_rule: str, mtime_ns: int, name: str, pattern: str | None = None) -> Encoder:
+    if pattern is not None:
+        specials = TIKTOKEN_BUILTIN[name][2] if name in TIKTOKEN_BUILTIN else {}
+        vocab, info = load_tiktoken_vocab(path, pattern, specials)
+    else:
+        vocab, info = load_vocab(path, merge_rule=merge_rule)
     return Encoder(vocab, info, name=name)
 
 
-def load(name_or_path: str | os.PathLike = "gpt2", merge_rule: str | None = None) -> Encoder:
-    """An ``Encoder`` for a built-in vocabulary (``"gpt2"``, ``"urls"``) or a tokenizer.json path.
+def load(name_or_path: str | os.PathLike = "gpt2", merge_rule: str | None = None, pattern: str | None = None) -> Encoder:
+    """An ``Encoder`` for a built-in vocabulary or a file.
 
-    ``merge_rule`` is ``"hf"`` (HF tokenizers' BPE, the default for paths) or ``"tiktoken"``
-    (the default for ``"gpt2"``, whose reference is tiktoken's ``encode_ordinary``).
+    Built-in: ``"gpt2"``, ``"cl100k_base"``, ``"o200k_base"`` (ids equal tiktoken's
+    ``encode_ordinary``), ``"urls"``. A path is a HF ``tokenizer.json`` (or its folder), or a
+    tiktoken rank file (``*.tiktoken``, or any file when ``pattern`` is given) read with the split
+    ``pattern`` ``"cl100k"``, ``"o200k"`` or ``"gpt2"`` and tiktoken's merge rule.
+    ``merge_rule`` (tokenizer.json only) is ``"hf"`` (HF tokenizers' BPE, the default for paths)
+    or ``"tiktoken"`` (the default for ``"gpt2"``, whose reference is tiktoken's ``encode_ordinary``).
     """
     key = str(name_or_path)
+    if pattern is not None and pattern not in TIKTOKEN_PATTERNS:
+        raise VocabError(f"pattern={pattern!r} is unknown; use one of {sorted(TIKTOKEN_PATTERNS)}")
+    if key in TIKTOKEN_BUILTIN:
+        if pattern not in (None, TIKTOKEN_BUILTIN[key][1]):
+            raise VocabError(f"{key} is defined with pattern {TIKTOKEN_BUILTIN[key][1]!r}; load its file by path to pair it with another")
+        path = builtin_tiktoken_file(key)
+        return _load_cached(str(path), "tiktoken", path.stat().st_mtime_ns, key, TIKTOKEN_BUILTIN[key][1])
     if key in BUILTIN:
         path = builtin_tokenizer_dir(key) / "tokenizer.json"
         rule = merge_rule or BUILTIN[key][1]
@@ -232,8 +257,16 @@ def load(name_or_path: str | os.PathLike = "gpt2", merge_rule: str | None = None
             path = path / "tokenizer.json"
         if not path.is_file():
             raise VocabError(
-                f"no tokenizer at {name_or_path!r}: pass 'gpt2', 'urls' or the path of a tokenizer.json (or its folder)"
+                f"no tokenizer at {name_or_path!r}: pass 'gpt2', 'cl100k_base', 'o200k_base', 'urls', the path of a "
+                "tokenizer.json (or its folder), or of a .tiktoken rank file with pattern="
             )
+        if pattern is not None or path.suffix == ".tiktoken":
+            if pattern is None:
+                raise VocabError(f"{path} is a tiktoken rank file: say which split it uses, pattern='cl100k', 'o200k' or 'gpt2' "
+                                 "(--pattern on the command line)")
+            if merge_rule not in (None, "tiktoken"):
+                raise VocabError(f"a tiktoken rank file is encoded with tiktoken's merge rule, not {merge_rule!r}")
+            return _load_cached(str(path), "tiktoken", path.stat().st_mtime_ns, str(path), pattern)
         rule = merge_rule or "hf"
         name = str(path)
     return _load_cached(str(path), rule, path.stat().st_mtime_ns, name)

@@ -17,6 +17,8 @@ Two merge rules are supported:
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import hashlib
 import json
@@ -31,14 +33,31 @@ from fastenc.errors import VocabError
 from fastenc.kernels import segments, tables
 
 from fastenc.kernels import config as cfg
-from fastenc.kernels.config import PRETOK_GPT2, PRETOK_URL
+from fastenc.kernels.config import PRETOK_CL100K, PRETOK_GPT2, PRETOK_O200K, PRETOK_URL
 
-PRETOKENIZER_NAMES = {PRETOK_GPT2: "gpt2", PRETOK_URL: "url"}
+PRETOKENIZER_NAMES = {PRETOK_GPT2: "gpt2", PRETOK_URL: "url", PRETOK_CL100K: "cl100k", PRETOK_O200K: "o200k"}
+# Split patterns a tiktoken rank file can be paired with (fastenc.load(path, pattern=...)).
+TIKTOKEN_PATTERNS = {"gpt2": PRETOK_GPT2, "cl100k": PRETOK_CL100K, "o200k": PRETOK_O200K}
 MERGE_RULES = {"hf": cfg.MERGE_RULE_HF, "tiktoken": cfg.MERGE_RULE_TIKTOKEN}
 
 # Built-in vocabularies: name -> (folder in fastenc._vocab, merge rule). GPT-2 follows
 # tiktoken (its reference); the URL vocabulary follows HF tokenizers (its reference).
 BUILTIN = {"gpt2": ("gpt2", "tiktoken"), "urls": ("urls", "hf")}
+
+# Built-in tiktoken rank files: name -> (folder in fastenc._vocab, split pattern, special tokens).
+# The special tokens are tiktoken's (tiktoken_ext/openai_public.py): only decode emits them.
+TIKTOKEN_BUILTIN = {
+    "cl100k_base": ("cl100k_base", "cl100k", {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258,
+                                              "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260,
+                                              "<|endofprompt|>": 100276}),
+    "o200k_base": ("o200k_base", "o200k", {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}),
+}
+
+
+def builtin_tiktoken_file(name: str) -> Path:
+    """The rank file of a built-in tiktoken encoding (``"cl100k_base"``, ``"o200k_base"``)."""
+    folder = TIKTOKEN_BUILTIN[name][0]
+    return Path(str(resources.files("fastenc._vocab") / folder / f"{name}.tiktoken"))
 
 URL_SPLIT_PATTERN = r"https?://|%[0-9A-Fa-f]{2}|[!#$%&'()*+,\-./:;=?@\[\\\]\^_`{|}~]"
 
@@ -216,6 +235,69 @@ def load_vocab(path, merge_rule: str = "hf", use_cache: bool = True) -> tuple[Vo
     return tables_, info
 
 
+def load_tiktoken_vocab(path, pattern: str, special_tokens: dict | None = None,
+                        use_cache: bool = True) -> tuple[Vocab, VocabInfo]:
+    """Read a tiktoken rank file (``base64(token bytes) rank`` per line, rank = id) with the
+    split ``pattern`` ("gpt2", "cl100k" or "o200k") and tiktoken's merge rule. The special
+    tokens (content -> id) only serve ``decode``. Cached like ``load_vocab``."""
+    path = Path(path)
+    if pattern not in TIKTOKEN_PATTERNS:
+        raise VocabError(f"pattern={pattern!r} is unknown; use one of {sorted(TIKTOKEN_PATTERNS)}")
+    special_tokens = dict(special_tokens or {})
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise VocabError(f"cannot read tiktoken rank file {path}: {exc.strerror}; pass a path to a .tiktoken file") from None
+    sha256 = hashlib.sha256(raw).hexdigest()
+    extra = hashlib.sha256(json.dumps(sorted(special_tokens.items())).encode()).hexdigest()[:8]
+    cache_file = (_cache_dir() / f"vocab-{sha256[:24]}-tiktoken-{pattern}-{extra}-{_builder_version()}.npz"
+                  if use_cache else None)
+    if cache_file is not None and cache_file.is_file():
+        try:
+            return _read_tables(cache_file, str(path))
+        except Exception:  # a stale or damaged cache is rebuilt, never trusted
+            pass
+    id_to_bytes = _parse_tiktoken_ranks(raw, path)
+    model_ids = set(id_to_bytes)
+    for content, tid in special_tokens.items():
+        if tid in id_to_bytes:
+            raise VocabError(f"special token {content!r} reuses id {tid} of {path}; give it an unused id")
+        id_to_bytes[tid] = content.encode("utf-8")
+    byte_ids = np.full(256, -1, dtype=np.int32)
+    for tid in model_ids:
+        if len(id_to_bytes[tid]) == 1:
+            byte_ids[id_to_bytes[tid][0]] = tid
+    tables_, info = _flatten(id_to_bytes, model_ids, special_tokens, byte_ids, "tiktoken", None, False,
+                             TIKTOKEN_PATTERNS[pattern], path, sha256, dense=False)
+    if cache_file is not None:
+        _write_tables(cache_file, tables_, info)
+    return tables_, info
+
+
+def _parse_tiktoken_ranks(raw: bytes, path: Path) -> dict[int, bytes]:
+    """id -> token bytes of a .tiktoken file, refusing malformed lines and repeated ids/tokens."""
+    id_to_bytes: dict[int, bytes] = {}
+    seen: set[bytes] = set()
+    for lineno, line in enumerate(raw.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            token_b64, rank_text = line.split()
+            token = base64.b64decode(token_b64, validate=True)
+            rank = int(rank_text)
+            if rank < 0:
+                raise ValueError("negative rank")
+        except (ValueError, binascii.Error) as exc:
+            raise VocabError(f"{path}:{lineno}: not a tiktoken rank line 'base64 rank' ({exc}); pass a .tiktoken file") from None
+        if rank in id_to_bytes or token in seen or not token:
+            raise VocabError(f"{path}:{lineno}: rank {rank} or its token repeats an earlier line (or the token is empty)")
+        id_to_bytes[rank] = token
+        seen.add(token)
+    if not id_to_bytes:
+        raise VocabError(f"{path} holds no tiktoken rank lines; pass a .tiktoken file")
+    return id_to_bytes
+
+
 _BUILDER_FILES = ("vocab.py", "kernels/tables.py")
 
 
@@ -296,26 +378,51 @@ def _build_vocab(raw: bytes, path: Path, merge_rule: str, sha256: str) -> tuple[
         special_tokens[content] = tid
         if tid not in model_ids:
             id_to_bytes[tid] = content.encode("utf-8")
+    hf_merges = None
+    if merge_rule == "hf":
+        hf_merges = []
+        for index, merge in enumerate(model["merges"]):
+            a, b = _parse_merge(merge, index)
+            for side in (a, b):
+                if side not in vocab:
+                    raise VocabError(f"tokenizer.json model.merges[{index}] = {merge!r} refers to {side!r}, which is not in model.vocab")
+            if a + b not in vocab:
+                raise VocabError(f"tokenizer.json model.merges[{index}] = {merge!r} makes {a + b!r}, which is not in model.vocab")
+            hf_merges.append((vocab[a], vocab[b], vocab[a + b]))
+    else:
+        for index, merge in enumerate(model["merges"]):
+            _parse_merge(merge, index)
+    byte_ids = np.full(256, -1, dtype=np.int32)
+    for token, tid in vocab.items():
+        raw_token = id_to_bytes[tid]
+        if len(raw_token) == 1 and byte_ids[raw_token[0]] < 0:
+            byte_ids[raw_token[0]] = tid
+    return _flatten(id_to_bytes, model_ids, special_tokens, byte_ids, merge_rule, hf_merges,
+                    bool(model.get("ignore_merges", False)), pretok, path, sha256, dense=True)
+
+
+def _flatten(id_to_bytes: dict, model_ids: set, special_tokens: dict, byte_ids: np.ndarray, merge_rule: str,
+             hf_merges, ignore_merges: bool, pretok: int, path: Path, sha256: str, dense: bool):
+    """The kernel tables of a vocabulary given as id -> bytes (shared by tokenizer.json and
+    tiktoken rank files). ``model_ids``: the ids BPE can make (tiktoken: minus the special
+    tokens); ``hf_merges``: (left, right, result) ids in rank order for the "hf" rule;
+    ``dense``: refuse gaps in the ids (tiktoken's files have some between the last mergeable
+    token and the special tokens: those ids get no bytes and are never emitted)."""
     vocab_size = max(id_to_bytes) + 1 if id_to_bytes else 0
-    if len(id_to_bytes) != vocab_size:
+    if dense and len(id_to_bytes) != vocab_size:
         missing = next(i for i in range(vocab_size) if i not in id_to_bytes)
         raise VocabError(f"tokenizer.json ids are not dense: id {missing} is missing below the largest id {vocab_size - 1}")
     if vocab_size - 1 > tables.MAX_ID:
         raise VocabError(f"vocabulary has {vocab_size} ids; fastenc supports at most {tables.MAX_ID + 1}")
 
     token_offsets = np.zeros(vocab_size + 1, dtype=np.int64)
-    token_offsets[1:] = np.cumsum([len(id_to_bytes[i]) for i in range(vocab_size)])
-    token_bytes = np.frombuffer(b"".join(id_to_bytes[i] for i in range(vocab_size)), dtype=np.uint8).copy()
+    token_offsets[1:] = np.cumsum([len(id_to_bytes.get(i, b"")) for i in range(vocab_size)])
+    token_bytes = np.frombuffer(b"".join(id_to_bytes.get(i, b"") for i in range(vocab_size)), dtype=np.uint8).copy()
 
-    byte_ids = np.full(256, -1, dtype=np.int32)
-    for token, tid in vocab.items():
-        raw_token = id_to_bytes[tid]
-        if len(raw_token) == 1 and byte_ids[raw_token[0]] < 0:
-            byte_ids[raw_token[0]] = tid
     if (byte_ids < 0).any():
         missing = int(np.flatnonzero(byte_ids < 0)[0])
         raise VocabError(
-            f"tokenizer.json model.vocab has no token for byte 0x{missing:02X}; byte-level BPE needs all 256 "
+            f"the vocabulary has no token for byte 0x{missing:02X}; byte-level BPE needs all 256 "
             "single-byte tokens (train with initial_alphabet=ByteLevel.alphabet())"
         )
 
@@ -328,24 +435,13 @@ def _build_vocab(raw: bytes, path: Path, merge_rule: str, sha256: str) -> tuple[
         mergeable_ids = model_ids
     ids_of_bytes = {id_to_bytes[t]: t for t in sorted(mergeable_ids, reverse=True)}  # lowest id wins
     if merge_rule == "hf":
-        lefts, rights, results = [], [], []
-        for index, merge in enumerate(model["merges"]):
-            a, b = _parse_merge(merge, index)
-            for side in (a, b):
-                if side not in vocab:
-                    raise VocabError(f"tokenizer.json model.merges[{index}] = {merge!r} refers to {side!r}, which is not in model.vocab")
-            if a + b not in vocab:
-                raise VocabError(f"tokenizer.json model.merges[{index}] = {merge!r} makes {a + b!r}, which is not in model.vocab")
-            lefts.append(vocab[a])
-            rights.append(vocab[b])
-            results.append(vocab[a + b])
+        lefts = [m[0] for m in hf_merges]
+        rights = [m[1] for m in hf_merges]
         ranks = np.arange(len(lefts), dtype=np.int64)
-        merge_result = np.asarray(results, dtype=np.int32)
-        whole_piece_lookup = bool(model.get("ignore_merges", False))
+        merge_result = np.asarray([m[2] for m in hf_merges], dtype=np.int32)
+        whole_piece_lookup = ignore_merges
     else:
         # tiktoken: every split of a token into two tokens is a merge, ranked by the token's id.
-        for index, merge in enumerate(model["merges"]):
-            _parse_merge(merge, index)
         lefts, rights, ranks_list = [], [], []
         for tid in sorted(mergeable_ids):
             raw_token = id_to_bytes[tid]
@@ -359,7 +455,7 @@ def _build_vocab(raw: bytes, path: Path, merge_rule: str, sha256: str) -> tuple[
         merge_result = np.arange(vocab_size, dtype=np.int32)
         whole_piece_lookup = True
     if len(ranks) and ranks.max() > tables.MAX_RANK:
-        raise VocabError(f"tokenizer.json has {len(ranks)} merges; fastenc supports at most {tables.MAX_RANK}")
+        raise VocabError(f"{path} has {len(ranks)} merges; fastenc supports at most {tables.MAX_RANK}")
 
     lefts_a = np.asarray(lefts, dtype=np.int64)
     rights_a = np.asarray(rights, dtype=np.int64)

@@ -3,7 +3,7 @@
     python scripts/build_gpt2_classes.py [--out PATH]
 
 Every code point U+0000..U+10FFFF (surrogates excepted: they never come out of UTF-8 decoding
-and are "other") is probed for all four classes with `fastenc.reference.tiktoken_class_probe`;
+and are "other") is probed for all four classes with `tiktoken_class_probe` (tests/reference.py);
 the script fails unless each one lands in exactly one class, so the four probes check each other.
 Deterministic: the output depends only on the tiktoken build (its Rust regex crate's Unicode
 tables). About 30 s on two cores. Prints where the result differs from Python's `unicodedata`

@@ -7,12 +7,14 @@ present, otherwise rebuilt from the committed vocab/gpt2/tokenizer.json.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+# FASTENC_SHARED_DATA points elsewhere (a worktree whose parent has no shared/ folder).
+SHARED_DATA = Path(os.environ.get("FASTENC_SHARED_DATA") or REPO.parent / "shared" / "data")
 GPT2_TOKENIZER_JSON = REPO / "vocab" / "gpt2" / "tokenizer.json"
 DOCS_FIXTURE = REPO / "tests" / "data" / "docs_fixture.parquet"
 EOT = "<|endoftext|>"
@@ -85,8 +87,6 @@ def pytest_sessionstart(session):
     Tests over ../shared/data skip (with a reason) in a fresh clone without it; under CI=true
     a missing folder is an error instead, so a broken checkout cannot pass by skipping.
     """
-    import os
-
     if os.environ.get("CI", "").lower() in ("1", "true", "yes") and not SHARED_DATA.is_dir():
         raise pytest.UsageError(
             f"CI is set but the shared corpora are missing at {SHARED_DATA}: the parity tests would be "

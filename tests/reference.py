@@ -136,6 +136,32 @@ def tiktoken_class_probe(codepoints, classes, chunk: int = 1 << 16):
     return result
 
 
+def tiktoken_set_probe(pattern: str, codepoints, chunk: int = 1 << 16):
+    """For each code point c: does tiktoken's regex engine match c with ``pattern`` (a pattern
+    that matches one code point, such as ``[\\p{Lu}\\p{Lt}]``)? tiktoken encodes only the text its
+    pattern matches, so with a throwaway vocabulary in which every probed character is one token
+    (its UTF-8 prefixes too, so BPE can reach it), the ids in the output name the characters that
+    matched. Surrogates cannot be given to tiktoken: reported False. Returns a bool array."""
+    import numpy as np
+    import tiktoken
+
+    codepoints = np.asarray(codepoints, dtype=np.int64)
+    result = np.zeros(codepoints.shape, dtype=bool)
+    todo = np.flatnonzero(~((codepoints >= 0xD800) & (codepoints < 0xE000)))
+    for lo in range(0, len(todo), chunk):
+        sel = todo[lo : lo + chunk]
+        chars = [chr(c) for c in codepoints[sel].tolist()]
+        utf8 = [ch.encode("utf-8") for ch in chars]
+        ranks = {bytes([b]): b for b in range(256)}
+        for p in sorted({e[:k] for e in utf8 for k in range(2, len(e) + 1)}, key=lambda p: (len(p), p)):
+            ranks[p] = len(ranks)
+        ids = np.asarray([ranks[e] for e in utf8], dtype=np.int64)
+        enc = tiktoken.Encoding(name="set-probe", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+        found = np.asarray(enc.encode_ordinary("".join(chars)), dtype=np.int64)
+        result[sel] = np.isin(ids, found)
+    return result
+
+
 def _class_set(table, k: int) -> str:
     """Body of a `regex` character class listing the code points whose table class is k."""
     import numpy as np

@@ -19,7 +19,9 @@ def test_non_editable_install_finds_its_data(tmp_path):
         "import fastenc, sys; "
         f"assert fastenc.__file__.startswith({str(target)!r}), fastenc.__file__; "
         "print(fastenc.load('gpt2').encode('Hello, world!')); "
-        "print(fastenc.load('urls').encode('https://com.example.www/a')[:1])"
+        "print(fastenc.load('urls').encode('https://com.example.www/a')[:1]); "
+        "from fastenc.vocab import builtin_tiktoken_file as f; import hashlib; "
+        "print([hashlib.sha256(f(n).read_bytes()).hexdigest()[:12] for n in ('cl100k_base', 'o200k_base')])"
     )
     # Run from an empty folder with only the installed copy first on the path.
     out = subprocess.run(
@@ -34,6 +36,7 @@ def test_non_editable_install_finds_its_data(tmp_path):
     lines = out.stdout.splitlines()
     assert lines[0] == "[15496, 11, 995, 0]"
     assert lines[1] == "[264]"  # 'https://' is one token of the URL vocabulary
+    assert lines[2] == "['223921b76ee9', '446a9538cb6c']"  # tiktoken's rank files ship (the hashes tiktoken pins)
 
 
 def test_public_names_are_the_functions_even_after_the_submodules_load():

@@ -1,4 +1,6 @@
-"""The vocabularies shipped with fastenc (installed as ``fastenc._vocab``): gpt2/ and urls/.
+"""The vocabularies shipped with fastenc (installed as ``fastenc._vocab``): gpt2/, urls/,
+cl100k_base/ and o200k_base/.
 
-Each folder holds a HF ``tokenizer.json`` and the README/script that says how it was made.
+gpt2/ and urls/ hold a HF ``tokenizer.json``; cl100k_base/ and o200k_base/ OpenAI's tiktoken rank
+files (MIT, via tiktoken). Each folder's README says where its file came from.
 """

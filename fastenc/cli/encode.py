@@ -21,7 +21,9 @@ META = "meta.json"
 
 def add_arguments(p) -> None:
     p.add_argument("input", nargs="?", default="-", help="UTF-8 text file (default: stdin)")
-    o.add_tokenizer(p, "gpt2")
+    o.add_tokenizer(p, "gpt2", "'gpt2', 'cl100k_base', 'o200k_base', 'urls', or a path to a tokenizer.json (or its folder) "
+                    "or a .tiktoken file (default: gpt2)")
+    o.add_pattern(p, "-t")
     p.add_argument("-o", "--out", metavar="DIR", default=None,
                    help=f"write {IDS_BIN} (flat little-endian ids) and {META} into this directory instead of printing")
     p.add_argument("--decode", action="store_true", help="print each id with the text it stands for")
@@ -44,11 +46,12 @@ def run(args) -> int:
     from fastenc.run.lifecycle import thread_count
 
     data, path = _read_input(args.input)
-    enc = fastenc.load(args.tokenizer)
+    enc = fastenc.load(args.tokenizer, pattern=args.pattern)  # ids: uint16 if they all fit, else uint32
     with thread_count(args.threads):
         ids = enc.encode_bytes(data)
     if args.out:
-        meta = write_ids(ids, enc, args.out, path, data, args.tokenizer, overwrite=args.overwrite, quiet=args.quiet)
+        meta = write_ids(ids, enc, args.out, path, data, args.tokenizer, overwrite=args.overwrite, quiet=args.quiet,
+                         pattern=args.pattern)
         if args.json:
             o.print_json(meta)
     elif args.json:
@@ -68,13 +71,17 @@ def _spec():
                       is_own=lambda name: name in (IDS_BIN, META))
 
 
-def write_ids(ids, enc, out, path: Path | None, data: bytes, tokenizer: str, *, overwrite: bool = False, quiet: bool = False) -> dict:
-    """Write ``ids`` as ``out/ids.bin`` + ``out/meta.json``, published in one step."""
+def write_ids(ids, enc, out, path: Path | None, data: bytes, tokenizer: str, *, overwrite: bool = False, quiet: bool = False,
+              pattern: str | None = None) -> dict:
+    """Write ``ids`` as ``out/ids.bin`` + ``out/meta.json``, published in one step. ``pattern``:
+    the split of a .tiktoken file given by path, recorded so that ``verify`` loads it the same way."""
     from fastenc import __version__
     from fastenc.progress import summary_line
     from fastenc.run import Run, make_request
 
     options = {"tokenizer": str(tokenizer), "input_sha256": hashlib.sha256(data).hexdigest()}
+    if pattern is not None:  # (requests without one are unchanged)
+        options["pattern"] = pattern
     request = make_request("encode", [path] if path else [], options, enc.sha256)
     raw = ids.astype(ids.dtype.newbyteorder("<"), copy=False).tobytes()
     with Run(_spec(), out, request, overwrite=overwrite) as run:
@@ -84,6 +91,7 @@ def write_ids(ids, enc, out, path: Path | None, data: bytes, tokenizer: str, *, 
         run.stage.write_bytes(IDS_BIN, raw)
         meta = {"format": FORMAT, "fastenc_version": __version__, "file": IDS_BIN, "ids": int(ids.size), "bytes": len(raw),
                 "dtype": str(ids.dtype), "byteorder": "little", "tokenizer": str(tokenizer), "tokenizer_sha256": enc.sha256,
+                **({"tokenizer_pattern": pattern} if pattern is not None else {}),
                 "source": str(path) if path else "-", "request": request}
         run.publish(meta)
     summary_line(f"fastenc encode: {ids.size:,} ids ({ids.dtype}, little-endian) -> {run.out / IDS_BIN}", quiet=quiet)
@@ -109,7 +117,7 @@ def _verify(out_dir: Path, report: dict) -> None:
     ids = np.fromfile(out_dir / IDS_BIN, dtype=np.dtype(meta["dtype"]).newbyteorder("<"))
     if ids.nbytes != meta["bytes"] or ids.size != meta["ids"]:
         report["problems"].append(f"{IDS_BIN} holds {ids.size} ids ({ids.nbytes} bytes), {META} says {meta['ids']} ({meta['bytes']})")
-    enc = fastenc.load(meta["tokenizer"])
+    enc = fastenc.load(meta["tokenizer"], pattern=meta.get("tokenizer_pattern"))
     if ids.size and int(ids.max()) >= enc.vocab_size:
         report["problems"].append(f"{IDS_BIN} holds id {int(ids.max())}, not below the vocabulary size {enc.vocab_size}")
     report.update(ids=int(ids.size))

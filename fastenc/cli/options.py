@@ -62,6 +62,11 @@ def add_tokenizer(p, default: str, help_text: str | None = None) -> None:
                    help=help_text or f"'gpt2', 'urls' or a path to a tokenizer.json or its folder (default: {default})")
 
 
+def add_pattern(p, flag: str) -> None:
+    p.add_argument("--pattern", default=None, choices=["cl100k", "o200k", "gpt2"],
+                   help=f"the split pattern of a .tiktoken file given to {flag} by path")
+
+
 def add_column(p, default_text: str) -> None:
     p.add_argument("--column", default=None, metavar="NAME", help=f"text column (default: {default_text}); the summary line names the one used")
 

@@ -3,7 +3,7 @@ codes stored there. Plain integer constants: Numba freezes them, which is what w
 
 MERGE_RULE = 0  # MERGE_RULE_HF or MERGE_RULE_TIKTOKEN
 WHOLE_PIECE_LOOKUP = 1  # 1: a piece that is itself a token is emitted without merging
-PRETOKENIZER = 2  # PRETOK_GPT2 or PRETOK_URL
+PRETOKENIZER = 2  # PRETOK_GPT2, PRETOK_URL, PRETOK_CL100K or PRETOK_O200K
 VOCAB_SIZE = 3
 LENGTH = 4
 
@@ -12,3 +12,5 @@ MERGE_RULE_TIKTOKEN = 1
 
 PRETOK_GPT2 = 1
 PRETOK_URL = 2
+PRETOK_CL100K = 3  # tiktoken's cl100k_base split pattern (kernels/pretok_cl100k.py)
+PRETOK_O200K = 4  # tiktoken's o200k_base split pattern (kernels/pretok_o200k.py)

@@ -8,8 +8,9 @@ Public kernels (callable from other people's ``@njit`` code; all tables are argu
 * ``gather_batch(scratch, offsets, counts, out, out_offsets)`` (parallel; per-document slots)
 
 ``data`` is UTF-8 as ``uint8[::1]``; ``vocab`` a ``fastenc.vocab.Vocab``; ``classes`` the
-GPT-2 code-point class table (``fastenc.unicode_classes.gpt2_class_table()``; any uint8
-array for the URL pre-tokenizer, which ignores it); ``caches`` one thread's
+code-point class table its pre-tokenizer reads (``Encoder.classes``,
+``fastenc.unicode_classes.class_table_for(info.pretokenizer)``: GPT-2's for gpt2 and cl100k,
+``o200k_class_table()`` for o200k; any uint8 array for the URL pre-tokenizer, which ignores it); ``caches`` one thread's
 ``fastenc.kernels.piece_cache.new_piece_caches()``; ``out`` any integer array with room for
 ``end - start`` more ids (an id never covers less than one byte).
 """
@@ -38,8 +39,11 @@ from fastenc.kernels.piece_cache import (
     tiny_cache_store,
     tiny_home,
 )
+from fastenc.kernels.encode_wide import encode_text_wide
 from fastenc.kernels.loads import load_word, prefetch
+from fastenc.kernels.pretok_cl100k import cl100k_piece_end
 from fastenc.kernels.pretok_gpt2 import gpt2_piece_end
+from fastenc.kernels.pretok_o200k import o200k_piece_end
 from fastenc.kernels.pretok_url import url_piece_end
 from fastenc.kernels.segments import segment_end
 from fastenc.kernels.tables import token_id_of
@@ -86,6 +90,8 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
     ``out`` needs room for ``end - start`` ids from ``out_pos``; all of that room may be
     written to (the ids end at the returned position; what lies past it is scratch).
     """
+    if vocab.config[cfg.VOCAB_SIZE] > 65536:  # ids above uint16 (cl100k, o200k): encode_wide.py
+        return encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos)
     byte_ids = vocab.byte_ids
     tiny = caches.tiny
     short = caches.short
@@ -95,7 +101,7 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
     ring = np.empty(2 * _RING, dtype=np.int64)  # the pieces found ahead: (end, whole-token id or -1)
     out_limit = out_pos + (end - start)
     size = data.shape[0]
-    # Cached ids are uint16: larger vocabularies skip the caches.
+    # Cached ids are uint16 here (larger vocabularies went to encode_text_wide above).
     cacheable = vocab.config[cfg.VOCAB_SIZE] <= 65536
     tiny_bytes = TINY_MAX_BYTES if cacheable else 1
     short_bytes = max_piece_bytes(short) if cacheable else 1
@@ -103,7 +109,8 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
     short_layout = short.shape[1] == SHORT_WORDS  # then the specialised lookup applies
     tiny_mask = tiny.shape[0] - 1
     short_mask = short.shape[0] - 1
-    gpt2 = vocab.config[cfg.PRETOKENIZER] == cfg.PRETOK_GPT2
+    pretok = vocab.config[cfg.PRETOKENIZER]
+    gpt2 = pretok == cfg.PRETOK_GPT2
     whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
     joinable = vocab.joinable
     # Two cursors: the finder (``found``) runs up to _AHEAD pieces ahead of the encoder
@@ -123,6 +130,10 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
             else:
                 if gpt2:
                     piece_end = gpt2_piece_end(data, found, end, classes)
+                elif pretok == cfg.PRETOK_CL100K:
+                    piece_end = cl100k_piece_end(data, found, end, classes)
+                elif pretok == cfg.PRETOK_O200K:
+                    piece_end = o200k_piece_end(data, found, end, classes)
                 else:
                     piece_end = url_piece_end(data, found, end)
                 if piece_end - found > short_bytes:

@@ -66,6 +66,7 @@ from fastenc.recipes.gpt2.format import (  # noqa: F401  (re-exports)
     SUMMARY_TSV,
     TOKENIZER,
     VOCAB_SIZE,
+    TokenFormat,
     bucket_of,
     bucket_range,
     buckets_of,
@@ -73,6 +74,7 @@ from fastenc.recipes.gpt2.format import (  # noqa: F401  (re-exports)
     parse_buckets,
     part_stem,
     summary_tsv,
+    token_format,
 )
 from fastenc.recipes.gpt2.parts import Batch, BucketWriter
 from fastenc.recipes.gpt2.source import Prefetch, count_column_of, describe_document, iter_source
@@ -91,10 +93,11 @@ TEXT_CANDIDATES = ("content", "text")
 
 def _manifest_files(summary: dict) -> list:
     files = [(SUMMARY_TSV, None)]
+    item = 4 if summary.get("dtype") == "uint32" else 2
     for name in summary["kept_buckets"]:
         for part in summary["buckets"][name]["parts"]:
             stem = part["stem"]
-            files += [(f"{stem}.bin", 2 * part["tokens"]), (f"{stem}.idx.npy", None), (f"{stem}.meta.json", None)]
+            files += [(f"{stem}.bin", item * part["tokens"]), (f"{stem}.idx.npy", None), (f"{stem}.meta.json", None)]
     return files
 
 
@@ -144,6 +147,8 @@ def encode_gpt2(
     threads: int | None = None,
     overwrite: bool = False,
     quiet: bool = False,
+    encoding: str = TOKENIZER,
+    pattern: str | None = None,
 ) -> dict:
     """Encode the documents of ``inputs`` into GPT-2 bucketed bins under ``out_dir``; returns the summary.
 
@@ -153,7 +158,11 @@ def encode_gpt2(
     ``count_column``: the column of expected token counts, compared for every document of
     every file that has it (None: no comparison). ``decode_every``: every N-th document of each
     bucket (and each part's first) is decoded back from disk and compared with its source.
-    ``threads``: Numba threads for the encoder (default: all). ``batch_bytes`` and ``threads``
+    ``threads``: Numba threads for the encoder (default: all). ``encoding``: ``"gpt2"`` (the
+    card's), ``"cl100k_base"``, ``"o200k_base"``, or the path of a tokenizer.json or of a
+    ``.tiktoken`` rank file (then ``pattern`` names its split); ids are stored as uint16 when every
+    id fits, else uint32, and the choice is recorded with the encoding and its file's sha256.
+    The count column is only compared for gpt2 unless another one is named. ``batch_bytes`` and ``threads``
     change memory and speed only: the output is byte-identical for any values. ``skip_nulls``:
     leave null texts out and count them (``null_documents_skipped``) instead of refusing the input.
 
@@ -163,22 +172,22 @@ def encode_gpt2(
     ``overwrite``, which replaces a previous output (files that are not buckets or summaries are
     kept). The whole output appears in one step (docs/atomic-output.md).
     """
-    import fastenc
-
     _check_options(part_tokens, decode_every, batch_bytes)
     kept = parse_buckets(buckets)
+    enc, fmt = _load_encoding(encoding, pattern)
+    if fmt.tokenizer != TOKENIZER and count_column == DEFAULT_COUNT_COLUMN:
+        count_column = None  # gpt2_tokens counts GPT-2 tokens: it cannot check another encoding
     src = _open_sources(inputs, column, count_column, skip_nulls)
-    enc = fastenc.load(TOKENIZER)
-    if enc.vocab_size != VOCAB_SIZE or np.dtype(enc.dtype) != np.uint16:
-        raise AssertionError(f"the built-in gpt2 vocabulary has {enc.vocab_size} ids ({enc.dtype}), expected {VOCAB_SIZE} (uint16)")
     options = {"column": column, "buckets": [BUCKETS[b] for b in kept], "part_tokens": part_tokens,
                "count_column": count_column, "decode_every": decode_every, "skip_nulls": skip_nulls}
     request = make_request("gpt2", src.paths, options, enc.sha256)
+    if fmt.tokenizer != TOKENIZER:  # (a gpt2 request, and so its summary, is unchanged)
+        request["encoding"] = [fmt.tokenizer, fmt.pattern]
     with Run(OUTPUT, out_dir, request, overwrite=overwrite, threads=threads) as run:
         if run.done is not None:
             summary_line(f"fastenc gpt2: {run.out} already holds this output (summary.json matches); nothing to do", quiet=quiet)
             return run.done
-        ctx = _context(enc, src, count_column)
+        ctx = _context(enc, fmt, src, count_column)
         writers = {b: BucketWriter(b, run.stage, part_tokens, decode_every, ctx) for b in kept}
         tally = _encode_all(enc, src, writers, kept, batch_bytes, skip_nulls, quiet)
         summary = _summary(writers, tally, kept, ctx, part_tokens, decode_every, request)
@@ -188,7 +197,27 @@ def encode_gpt2(
     return summary
 
 
-def _context(enc, src: _Sources, count_column) -> dict:
+def _load_encoding(encoding: str, pattern: str | None):
+    """(Encoder, TokenFormat) for ``--encoding``: a built-in name, or a file path (made absolute,
+    so that ``verify`` finds it from anywhere)."""
+    import fastenc
+    from fastenc.vocab import TIKTOKEN_BUILTIN
+
+    if encoding == TOKENIZER:
+        if pattern is not None:
+            raise UsageError("--pattern applies to a .tiktoken file given by path, not to gpt2")
+        enc = fastenc.load(TOKENIZER)
+        if enc.vocab_size != VOCAB_SIZE or np.dtype(enc.dtype) != np.uint16:
+            raise AssertionError(f"the built-in gpt2 vocabulary has {enc.vocab_size} ids ({enc.dtype}), expected {VOCAB_SIZE} (uint16)")
+        return enc, token_format(TOKENIZER, enc)
+    if encoding in TIKTOKEN_BUILTIN:
+        return fastenc.load(encoding, pattern=pattern), token_format(encoding, fastenc.load(encoding), None)
+    path = os.path.abspath(encoding)
+    enc = fastenc.load(path, pattern=pattern)
+    return enc, token_format(path, enc, pattern)
+
+
+def _context(enc, fmt: TokenFormat, src: _Sources, count_column) -> dict:
     """What every part's meta.json repeats about the run."""
     from fastenc import __version__
 
@@ -197,7 +226,7 @@ def _context(enc, src: _Sources, count_column) -> dict:
          "file_bytes": i.file_bytes, "count_column": cc}
         for i, cc in zip(src.infos, src.count_columns)
     ]
-    return {"encoder": enc, "sources": sources, "tokenizer_sha256": enc.sha256, "fastenc_version": __version__,
+    return {"encoder": enc, "format": fmt, "sources": sources, "tokenizer_sha256": enc.sha256, "fastenc_version": __version__,
             "count_column": count_column if any(src.count_columns) else None}
 
 
@@ -283,15 +312,17 @@ def _summary(writers, tally: _Tally, kept, ctx, part_tokens, decode_every, reque
             "parts": r["parts"] if r else [],
         }
     metas = [m for w in writers.values() for m in w.parts]
+    fmt = ctx["format"]
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "fastenc_version": ctx["fastenc_version"],
-        "tokenizer": TOKENIZER,
+        "tokenizer": fmt.tokenizer,
+        **({"tokenizer_pattern": fmt.pattern} if fmt.pattern else {}),
         "tokenizer_sha256": ctx["tokenizer_sha256"],
-        "vocab_size": VOCAB_SIZE,
-        "dtype": "uint16",
-        "encoding": ENCODING_TEXT,
+        "vocab_size": fmt.vocab_size,
+        "dtype": fmt.dtype,
+        "encoding": fmt.encoding_text,
         "bucket_edges": EDGES.tolist(),
         "kept_buckets": [BUCKETS[b] for b in kept],
         "buckets": bucket_info,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 import xxhash
@@ -52,6 +52,42 @@ ENCODING_TEXT = (
     "tiktoken gpt2 encode_ordinary: <|endoftext|> in the text is ordinary text (id 50256 never occurs); "
     "no separator between documents"
 )
+
+
+class TokenFormat(NamedTuple):
+    """Which encoding a run uses and how its ids are stored: recorded in summary.json and every
+    meta.json (``tokenizer``, ``tokenizer_pattern`` for a rank file, ``vocab_size``, ``dtype``,
+    ``encoding``), so that ``verify`` re-checks with the same encoder. GPT-2 is the default and its
+    output is unchanged by the other encodings (``--encoding``)."""
+
+    tokenizer: str  # "gpt2", "cl100k_base", "o200k_base", or the path of a tokenizer.json / .tiktoken
+    vocab_size: int
+    dtype: str  # "uint16" when every id fits, else "uint32" (chosen from the vocabulary size)
+    encoding_text: str
+    pattern: str | None = None  # the split pattern of a .tiktoken file given by path
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(self.dtype).itemsize
+
+    @property
+    def disk_dtype(self) -> str:
+        """The bins' little-endian numpy dtype: ``<u2`` or ``<u4``."""
+        return "<u2" if self.dtype == "uint16" else "<u4"
+
+
+GPT2_FORMAT = TokenFormat(TOKENIZER, VOCAB_SIZE, "uint16", ENCODING_TEXT)
+
+
+def token_format(encoding: str, enc, pattern: str | None = None) -> TokenFormat:
+    """The ``TokenFormat`` of a loaded encoder (``encoding`` as the user named it)."""
+    if encoding == TOKENIZER:
+        return GPT2_FORMAT
+    text = (f"tiktoken {encoding} encode_ordinary: special tokens' text is ordinary text (their ids never occur); "
+            "no separator between documents") if encoding in ("cl100k_base", "o200k_base") else (
+            f"fastenc.load({encoding!r}) (merge rule {enc.info.merge_rule}, pre-tokenizer {enc.info.pretokenizer}); "
+            "special tokens' text is ordinary text; no separator between documents")
+    return TokenFormat(encoding, enc.vocab_size, np.dtype(enc.dtype).name, text, pattern)
 
 
 def bucket_range(b: int) -> tuple[int, int | None]:
@@ -108,7 +144,7 @@ def npy_header(n: int) -> bytes:
     return h
 
 
-def check_part_files(bin_path: Path, idx_path: Path, b: int) -> dict:
+def check_part_files(bin_path: Path, idx_path: Path, b: int, fmt: TokenFormat = GPT2_FORMAT) -> dict:
     """Re-read one part from disk and check the card's invariants (and the bucket's range).
 
     Returns the measured values (``bin_tokens``, ``idx_first``, ``idx_last``, ``docs``,
@@ -122,7 +158,8 @@ def check_part_files(bin_path: Path, idx_path: Path, b: int) -> dict:
     view = memoryview(buf)
     out: dict = {"problems": problems}
 
-    # .bin: uint16 ids, no header
+    # .bin: uint16 (or uint32) ids, no header
+    item = fmt.itemsize
     h = xxhash.xxh3_64()
     size = 0
     top = -1
@@ -132,16 +169,16 @@ def check_part_files(bin_path: Path, idx_path: Path, b: int) -> dict:
             if not n:
                 break
             h.update(view[:n])
-            usable = n - (n % 2)
+            usable = n - (n % item)  # _CHUNK is a multiple of 4: only the file's end can be cut
             if usable:
-                top = max(top, int(np.frombuffer(buf, dtype="<u2", count=usable // 2).max()))
+                top = max(top, int(np.frombuffer(buf, dtype=fmt.disk_dtype, count=usable // item).max()))
             size += n
-    if size % 2:
-        problems.append(f"{bin_path.name} has an odd size ({size} bytes): not a uint16 array")
-    out.update(bin_tokens=size // 2, max_token_id=top if size >= 2 else None,
+    if size % item:
+        problems.append(f"{bin_path.name} has a size of {size} bytes: not a {fmt.dtype} array")
+    out.update(bin_tokens=size // item, max_token_id=top if size >= item else None,
                bin_xxh3_64=h.hexdigest(), bin_data_xxh3_64=h.hexdigest())
-    if top >= VOCAB_SIZE:
-        problems.append(f"max token id is {top}, not < {VOCAB_SIZE}")
+    if top >= fmt.vocab_size:
+        problems.append(f"max token id is {top}, not < {fmt.vocab_size}")
 
     # .idx.npy: a 1-D little-endian int64 array of ndocs + 1 offsets
     whole = xxhash.xxh3_64()
@@ -197,8 +234,8 @@ def check_part_files(bin_path: Path, idx_path: Path, b: int) -> dict:
         problems.append(f"idx[0] is {first}, not 0")
     if non_inc:
         problems.append(f"idx is not strictly increasing ({non_inc} step(s) <= 0)")
-    if last is not None and last != size // 2:
-        problems.append(f"len(bin) is {size // 2} tokens but idx[-1] is {last}")
+    if last is not None and last != size // item:
+        problems.append(f"len(bin) is {size // item} tokens but idx[-1] is {last}")
     if outside:
         rng = f"[{lo}, {hi})" if hi is not None else f">= {lo}"
         problems.append(f"{outside} document(s) have a token count outside the bucket's range {rng}")

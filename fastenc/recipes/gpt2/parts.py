@@ -12,12 +12,10 @@ from fastenc.errors import VerificationError
 from fastenc.run.parts import CappedParts
 from fastenc.recipes.gpt2.format import (
     BUCKETS,
-    ENCODING_TEXT,
     FORMAT,
     FORMAT_VERSION,
+    GPT2_FORMAT,
     PART_RULE,
-    TOKENIZER,
-    VOCAB_SIZE,
     bucket_range,
     check_part_files,
     npy_header,
@@ -76,6 +74,7 @@ class BucketWriter(CappedParts):
         self.decode_every = decode_every
         self.stage = stage
         self.ctx = ctx  # encoder, run-level fields of meta.json
+        self.fmt = ctx.get("format", GPT2_FORMAT)  # the encoding and the bins' dtype
         self.parts: list[dict] = []  # finished parts' meta
         self.part: _Part | None = None
         self.docs = 0  # documents written to this bucket so far (its next document's ordinal)
@@ -91,7 +90,7 @@ class BucketWriter(CappedParts):
     def _append(self, s: int, k: int, ids, id_off, batch: Batch) -> None:
         p = self.part
         a, z = int(id_off[s]), int(id_off[k])
-        chunk = ids[a:z].astype("<u2", copy=False)  # the card's byte order (no copy on little-endian hosts)
+        chunk = ids[a:z].astype(self.fmt.disk_dtype, copy=False)  # the card's byte order (no copy on little-endian hosts)
         p.bin.file.write(chunk.data)
         p.bin_hash.update(chunk)
         ends = (id_off[s + 1 : k + 1] - (a - p.tokens)).astype("<i8", copy=False)
@@ -120,8 +119,9 @@ class BucketWriter(CappedParts):
         """Read document ``j`` of the batch (``part_doc`` of the part) back from the part file,
         decode it and compare it byte for byte with the source text."""
         p = self.part
-        raw = os.pread(fd, 2 * n, 2 * start)
-        ids = np.frombuffer(raw, dtype="<u2")
+        item = self.fmt.itemsize
+        raw = os.pread(fd, item * n, item * start)
+        ids = np.frombuffer(raw, dtype=self.fmt.disk_dtype)
         src = batch.data[batch.offsets[j] : batch.offsets[j + 1]]
         got = np.frombuffer(self.ctx["encoder"].decode_bytes(ids), dtype=np.uint8) if ids.size == n else None
         row = batch.first_row + j
@@ -142,7 +142,7 @@ class BucketWriter(CappedParts):
         p.idx.file.write(npy_header(p.docs + 1))
         p.bin.finish()
         p.idx.finish()
-        checks = check_part_files(p.bin.temp_path, p.idx.temp_path, self.b)
+        checks = check_part_files(p.bin.temp_path, p.idx.temp_path, self.b, self.fmt)
         expect = {
             "bin_tokens": p.tokens,
             "idx_last": p.tokens,
@@ -171,14 +171,15 @@ class BucketWriter(CappedParts):
             "idx": f"{p.stem}.idx.npy",
             "docs": p.docs,
             "tokens": p.tokens,
-            "bin_bytes": 2 * p.tokens,
-            "dtype": "uint16",
+            "bin_bytes": self.fmt.itemsize * p.tokens,
+            "dtype": self.fmt.dtype,
             "idx_dtype": "int64",
             "first_bucket_doc": p.first_bucket_doc,
-            "tokenizer": TOKENIZER,
+            "tokenizer": self.fmt.tokenizer,
+            **({"tokenizer_pattern": self.fmt.pattern} if self.fmt.pattern else {}),
             "tokenizer_sha256": self.ctx["tokenizer_sha256"],
-            "vocab_size": VOCAB_SIZE,
-            "encoding": ENCODING_TEXT,
+            "vocab_size": self.fmt.vocab_size,
+            "encoding": self.fmt.encoding_text,
             "fastenc_version": self.ctx["fastenc_version"],
             "part_tokens": self.part_tokens,
             "part_rule": PART_RULE,
@@ -194,7 +195,7 @@ class BucketWriter(CappedParts):
                 "idx_strictly_increasing": checks["idx_non_increasing"] == 0,
                 "idx_non_increasing_steps": checks["idx_non_increasing"],
                 "max_token_id": checks["max_token_id"],
-                "max_token_id_lt_vocab": checks["max_token_id"] is not None and checks["max_token_id"] < VOCAB_SIZE,
+                "max_token_id_lt_vocab": checks["max_token_id"] is not None and checks["max_token_id"] < self.fmt.vocab_size,
                 "docs_outside_bucket_range": checks["outside_range"],
                 "reread_equals_written": True,
                 "count_column": self.ctx["count_column"],

@@ -48,19 +48,19 @@ def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:
 
 
 def _verify(out_dir: Path, source, report: dict) -> None:
-    import fastenc
-
     from fastenc.verify import read_manifest
 
     problems: list[str] = report["problems"]
     summary = read_manifest(out_dir / SUMMARY_JSON, FORMAT, FORMAT_VERSION, problems)
     if summary is None:
         return
-    enc = fastenc.load(TOKENIZER)
+    enc, fmt = _recorded_encoding(summary, problems)
+    if enc is None:
+        return
     if summary.get("tokenizer_sha256") != enc.sha256:
         problems.append(
-            f"summary.json was written with tokenizer sha256 {summary.get('tokenizer_sha256')}, but fastenc's gpt2 "
-            f"tokenizer.json is {enc.sha256}: the ids may differ; re-encode with this fastenc"
+            f"summary.json was written with tokenizer sha256 {summary.get('tokenizer_sha256')}, but fastenc's "
+            f"{fmt.tokenizer} vocabulary file is {enc.sha256}: the ids may differ; re-encode with this fastenc"
         )
     kept_names = list(summary["kept_buckets"])
     for name in kept_names:
@@ -75,7 +75,7 @@ def _verify(out_dir: Path, source, report: dict) -> None:
         totals["docs"] += int(info["docs"])
         totals["tokens"] += int(info["tokens"])
         if name in kept_names:
-            metas[name] = _check_bucket(out_dir, summary, b, enc.sha256, problems)
+            metas[name] = _check_bucket(out_dir, summary, b, enc.sha256, problems, fmt)
         elif info["parts"]:
             problems.append(f"{name} is not kept but summary.json lists parts for it")
     kept = _check_summary_totals(out_dir, summary, totals, kept_names, problems)
@@ -86,7 +86,7 @@ def _verify(out_dir: Path, source, report: dict) -> None:
         checked_source=False,
     )
     if source is not None and not problems:
-        _compare_with_source(out_dir, summary, metas, [Path(p) for p in source], enc, report)
+        _compare_with_source(out_dir, summary, metas, [Path(p) for p in source], enc, report, fmt)
         report["checked_source"] = True
         how = " and ".join(sorted({"the count column" if f != "re-encoded" else "encoding it again"
                                    for f in report.get("count_order_from", [])}))
@@ -110,7 +110,7 @@ def _check_no_stray_parts(out_dir: Path, summary: dict, kept_names: list, proble
                     problems.append(f"{name}/{p.name} is on disk but not in summary.json (left from another run?)")
 
 
-def _check_bucket(out_dir: Path, summary: dict, b: int, sha: str, problems: list) -> list[dict]:
+def _check_bucket(out_dir: Path, summary: dict, b: int, sha: str, problems: list, fmt) -> list[dict]:
     """Check every part of kept bucket ``b`` (files, meta, part rule); returns the parts' metas."""
     name = BUCKETS[b]
     info = summary["buckets"][name]
@@ -123,7 +123,7 @@ def _check_bucket(out_dir: Path, summary: dict, b: int, sha: str, problems: list
         if part["stem"] != stem:
             problems.append(f"{name}: part {k} is {part['stem']!r}, expected {stem!r}")
             continue
-        checked = _check_part(out_dir, summary, stem, part, b, k, docs_sum, sha, problems)
+        checked = _check_part(out_dir, summary, stem, part, b, k, docs_sum, sha, problems, fmt)
         if checked is None:
             continue
         meta, checks, idx_path = checked
@@ -143,7 +143,7 @@ def _check_bucket(out_dir: Path, summary: dict, b: int, sha: str, problems: list
     return metas
 
 
-def _check_part(out_dir: Path, summary: dict, stem: str, part: dict, b: int, k: int, docs_before: int, sha: str, problems: list):
+def _check_part(out_dir: Path, summary: dict, stem: str, part: dict, b: int, k: int, docs_before: int, sha: str, problems: list, fmt):
     """``(meta, file checks, idx path)`` of one part after checking it, or None if it is missing."""
     bin_path, idx_path, meta_path = (out_dir / (stem + s) for s in (".bin", ".idx.npy", ".meta.json"))
     missing = [p.name for p in (bin_path, idx_path, meta_path) if not p.is_file()]
@@ -155,9 +155,9 @@ def _check_part(out_dir: Path, summary: dict, stem: str, part: dict, b: int, k: 
     except (OSError, ValueError) as exc:
         problems.append(f"{stem}.meta.json cannot be read: {exc}")
         return None
-    checks = check_part_files(bin_path, idx_path, b)
+    checks = check_part_files(bin_path, idx_path, b, fmt)
     problems += [f"{stem}: {p}" for p in checks["problems"]]
-    _check_meta(stem, meta, part, checks, BUCKETS[b], k, docs_before, summary, sha, problems)
+    _check_meta(stem, meta, part, checks, BUCKETS[b], k, docs_before, summary, sha, problems, fmt)
     part_tokens = int(summary["part_tokens"])
     if part["tokens"] > part_tokens and part["docs"] != 1:
         problems.append(f"{stem}: {part['tokens']} tokens > part_tokens {part_tokens} with {part['docs']} documents")
@@ -181,7 +181,25 @@ def _check_summary_totals(out_dir: Path, summary: dict, totals: dict, kept_names
     return kept
 
 
-def _check_meta(stem, meta, part, checks, name, k, docs_before, summary, sha, problems) -> None:
+def _recorded_encoding(summary: dict, problems: list):
+    """The encoder and ``TokenFormat`` summary.json names (gpt2 for outputs from before
+    ``--encoding``), loaded the same way the run loaded it; (None, None) if it cannot be."""
+    from fastenc.errors import FastencError
+    from fastenc.recipes.gpt2 import _load_encoding
+
+    name = summary.get("tokenizer", TOKENIZER)
+    try:
+        enc, fmt = _load_encoding(name, summary.get("tokenizer_pattern"))
+    except FastencError as exc:
+        problems.append(f"summary.json names the encoding {name!r}, which cannot be loaded: {exc}")
+        return None, None
+    if summary.get("dtype", "uint16") != fmt.dtype or summary.get("vocab_size") != fmt.vocab_size:
+        problems.append(f"summary.json says {summary.get('dtype')} ids of a {summary.get('vocab_size')}-id vocabulary; "
+                        f"{name} has {fmt.vocab_size} ids, stored as {fmt.dtype}")
+    return enc, fmt
+
+
+def _check_meta(stem, meta, part, checks, name, k, docs_before, summary, sha, problems, fmt) -> None:
     def bad(text):
         problems.append(f"{stem}.meta.json: {text}")
 
@@ -191,12 +209,14 @@ def _check_meta(stem, meta, part, checks, name, k, docs_before, summary, sha, pr
     if meta["bucket"] != name or meta["part"] != k:
         bad(f"says bucket {meta['bucket']!r} part {meta['part']}, expected {name!r} part {k}")
     if meta["tokenizer_sha256"] != sha:
-        bad(f"tokenizer sha256 {meta['tokenizer_sha256']} is not fastenc's gpt2 tokenizer.json ({sha})")
+        bad(f"tokenizer sha256 {meta['tokenizer_sha256']} is not that of fastenc's {fmt.tokenizer} ({sha})")
+    if meta.get("tokenizer") != fmt.tokenizer or meta.get("dtype") != fmt.dtype:
+        bad(f"says {meta.get('dtype')} ids of {meta.get('tokenizer')!r}, summary.json {fmt.dtype} of {fmt.tokenizer!r}")
     if not meta.get("fastenc_version"):
         bad("no fastenc_version")
     if meta["docs"] != part["docs"] or meta["tokens"] != part["tokens"]:
         bad(f"{meta['docs']} docs / {meta['tokens']} tokens, summary.json says {part['docs']} / {part['tokens']}")
-    if checks["docs"] != meta["docs"] or checks["bin_tokens"] != meta["tokens"] or meta["bin_bytes"] != 2 * meta["tokens"]:
+    if checks["docs"] != meta["docs"] or checks["bin_tokens"] != meta["tokens"] or meta["bin_bytes"] != fmt.itemsize * meta["tokens"]:
         bad(f"{meta['docs']} docs / {meta['tokens']} tokens, the files hold {checks['docs']} / {checks['bin_tokens']}")
     for key in ("bin_xxh3_64", "idx_xxh3_64"):
         if meta[key] != checks[key] or part[key] != checks[key]:
@@ -251,7 +271,7 @@ class _BucketCursor:
         return self.take(1).size == 0
 
 
-def _compare_with_source(out_dir: Path, summary: dict, metas: dict, source: list[Path], enc, report: dict) -> None:
+def _compare_with_source(out_dir: Path, summary: dict, metas: dict, source: list[Path], enc, report: dict, fmt) -> None:
     problems = report["problems"]
     paths = resolve_inputs([str(p) for p in source])
     recorded = summary["sources"]
@@ -280,7 +300,7 @@ def _compare_with_source(out_dir: Path, summary: dict, metas: dict, source: list
             for (row, name, part, doc), text in zip(chunk, texts):
                 stem = f"{name}/{part_stem(part)}"
                 idx = np.load(out_dir / (stem + ".idx.npy"), mmap_mode="r")
-                tok = np.memmap(out_dir / (stem + ".bin"), dtype=np.uint16, mode="r")
+                tok = np.memmap(out_dir / (stem + ".bin"), dtype=fmt.disk_dtype, mode="r")
                 got = enc.decode_bytes(tok[idx[doc] : idx[doc + 1]])
                 want = text.encode("utf-8") if isinstance(text, str) else bytes(text)
                 checked += 1

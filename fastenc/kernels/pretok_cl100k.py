@@ -1,0 +1,180 @@
+"""cl100k_base pre-tokenizer over UTF-8 bytes, equal to tiktoken's ``cl100k_base`` splitting.
+
+The pattern (tiktoken 0.14, ``tiktoken_ext/openai_public.py``), tried alternative by alternative::
+
+    '(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+
+    |\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s
+
+It asks the same questions of a code point as GPT-2's pattern (``\\p{L}``, ``\\p{N}``, ``\\s``, of the
+same regex engine), so ``classes`` is ``fastenc.unicode_classes.gpt2_class_table()`` (0 other,
+1 letter, 2 number, 3 whitespace). The piece that starts at code point c0 is:
+
+1. a contraction: ``'`` then, case-insensitively, ``s d m t`` or ``ll ve re`` (``S``, and ``ſ``
+   U+017F which Unicode case folding maps to ``s``; taken even when letters follow);
+2. a letter run: c0 a letter, or c0 anything but CR, LF, a letter or a number (a space, a tab,
+   punctuation, a mark...) directly followed by a letter, then every letter after it;
+3. one to three numbers (a run of seven digits is three pieces: 3 + 3 + 1);
+4. punctuation: an optional ASCII space, a run of "other" code points (not whitespace, letter or
+   number), then every CR and LF right after it;
+5. whitespace, from the maximal run of it: the whole run if it reaches the end of the text;
+   else up to and including its last CR or LF, if it holds one; else the run minus its last
+   code point if that leaves one (``\\s+(?!\\S)``); else the single code point (``\\s``).
+
+Invalid UTF-8 is handled as in ``pretok_gpt2``: a byte that does not start a well-formed
+sequence is one "other" code point of its own (U+DC00 + byte). Only bytes in ``[pos, end)`` are
+read. Written like ``gpt2_piece_end`` for speed: one return, no calls (the UTF-8 decoder is
+inlined at the Numba level), both arrays touched in the exit block (no reference counting),
+ASCII letters skipped eight at a time.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from fastenc.kernels.loads import load_word
+from fastenc.kernels.pretok_gpt2 import _BYTE_INDEX, _CASE, _GE_A, _GT_Z, _HI, _LOW7, _utf8_seq
+
+_OTHER = 0
+_LETTER = 1
+_NUMBER = 2
+_SPACE = 3
+
+
+@njit(cache=True, inline="always")
+def cl100k_piece_end(data, pos, end, classes):
+    """Exclusive byte end of the cl100k piece that starts at byte ``pos`` of UTF-8 ``data``.
+
+    Same contract as ``gpt2_piece_end``: ``0 <= pos < end <= len(data)``, the regex sees the
+    text up to ``end`` (``\\s++$`` and ``\\s+(?!\\S)`` look no further); ``classes`` is
+    ``gpt2_class_table()``. Outside the contract it reads nothing and returns ``max(pos, end)``.
+    """
+    if end > data.shape[0]:
+        end = data.shape[0]
+    r = pos if pos > end else end
+    if pos >= 0 and pos < end:
+        b = data[pos]
+        i = pos + 1
+        if b < 0x80:
+            c = classes[b]
+        else:
+            s = _utf8_seq(b, data[i] if i < end else 0, data[i + 1] if i + 1 < end else 0,
+                          data[i + 2] if i + 2 < end else 0)
+            c = classes[s >> 3]
+            i = pos + (s & 7)
+        # The code point after c0 (class k1, starting at i, n1 bytes; k1 = -1 at the end).
+        k1 = -1
+        b1 = 0
+        cp1 = 0
+        n1 = 0
+        if i < end:
+            b1 = data[i]
+            if b1 < 0x80:
+                k1 = classes[b1]
+                cp1 = b1
+                n1 = 1
+            else:
+                s = _utf8_seq(b1, data[i + 1] if i + 1 < end else 0, data[i + 2] if i + 2 < end else 0,
+                              data[i + 3] if i + 3 < end else 0)
+                cp1 = s >> 3
+                k1 = classes[cp1]
+                n1 = s & 7
+        run = -1  # the class of a run to extend from i, if any
+        contraction = False
+        if b == 0x27 and k1 >= 0:  # "'": contractions first, case-insensitive
+            f1 = cp1 | 0x20 if cp1 < 0x80 else cp1
+            if f1 == 0x73 or f1 == 0x64 or f1 == 0x6D or f1 == 0x74 or cp1 == 0x17F:  # s d m t, long s
+                r = i + n1
+                contraction = True
+            elif i + 1 < end and (f1 == 0x6C or f1 == 0x76 or f1 == 0x72):
+                f2 = data[i + 1] | 0x20
+                if (f1 == 0x6C and f2 == 0x6C) or (f1 != 0x6C and f2 == 0x65):  # ll ve re
+                    r = i + 2
+                    contraction = True
+        if contraction:
+            pass
+        elif c == _LETTER:
+            run = _LETTER
+        elif k1 == _LETTER and c != _NUMBER and b != 0x0D and b != 0x0A:
+            run = _LETTER  # one code point that is not CR, LF, letter or number, then letters
+            i += n1
+        elif c == _NUMBER:
+            r = i
+            if k1 == _NUMBER:  # up to three numbers
+                i += n1
+                r = i
+                if i < end:
+                    b2 = data[i]
+                    if b2 < 0x80:
+                        if classes[b2] == _NUMBER:
+                            r = i + 1
+                    else:
+                        s = _utf8_seq(b2, data[i + 1] if i + 1 < end else 0, data[i + 2] if i + 2 < end else 0,
+                                      data[i + 3] if i + 3 < end else 0)
+                        if classes[s >> 3] == _NUMBER:
+                            r = i + (s & 7)
+        elif c == _OTHER or (b == 0x20 and k1 == _OTHER):
+            run = _OTHER
+            if c != _OTHER:
+                i += n1
+        else:  # whitespace: the maximal run, its last CR/LF, its last code point
+            last = pos  # start of the last whitespace code point so far
+            crlf = -1  # end of the last CR or LF so far
+            if b == 0x0D or b == 0x0A:
+                crlf = i
+            r = end  # \s++$: the run reaches the end
+            while i < end:
+                b = data[i]
+                if b < 0x80:
+                    k = classes[b]
+                    n = 1
+                else:
+                    s = _utf8_seq(b, data[i + 1] if i + 1 < end else 0, data[i + 2] if i + 2 < end else 0,
+                                  data[i + 3] if i + 3 < end else 0)
+                    k = classes[s >> 3]
+                    n = s & 7
+                if k != _SPACE:
+                    if crlf > 0:
+                        r = crlf  # \s*[\r\n]
+                    elif last > pos:
+                        r = last  # \s+(?!\S): all but the last
+                    else:
+                        r = i  # \s
+                    break
+                last = i
+                i += n
+                if b == 0x0D or b == 0x0A:
+                    crlf = i
+        if run == _LETTER:
+            # ASCII letters 8 at a time (see pretok_gpt2), then the rest one code point at a time.
+            while i + 8 <= end:
+                w = load_word(data, i)
+                y = (w | _CASE) & _LOW7
+                stop = ~((y + _GE_A) & ~(y + _GT_Z) & ~w) & _HI
+                if stop != 0:
+                    low = (stop & (~stop + np.uint64(1))) >> np.uint64(7)
+                    i += np.int64((low * _BYTE_INDEX) >> np.uint64(56))
+                    break
+                i += 8
+        if run >= 0:
+            r = end
+            while i < end:
+                b = data[i]
+                if b < 0x80:
+                    if classes[b] != run:
+                        r = i
+                        break
+                    i += 1
+                else:
+                    s = _utf8_seq(b, data[i + 1] if i + 1 < end else 0, data[i + 2] if i + 2 < end else 0,
+                                  data[i + 3] if i + 3 < end else 0)
+                    if classes[s >> 3] != run:
+                        r = i
+                        break
+                    i += s & 7
+            if run == _OTHER:  # [\r\n]*+ after punctuation
+                while r < end and (data[r] == 0x0D or data[r] == 0x0A):
+                    r += 1
+    # Touch both arrays in the single exit block (refcount pruning, see pretok_gpt2).
+    if (data.shape[0] | classes.shape[0]) < 0:
+        r = 0
+    return r

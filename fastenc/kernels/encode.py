@@ -3,6 +3,8 @@
 Public kernels (callable from other people's ``@njit`` code; all tables are arguments):
 
 * ``encode_text(data, start, end, vocab, classes, caches, out, out_pos) -> out_pos``
+* ``encode_with(data, start, end, vocab, classes, caches, scratch, out, out_pos) -> out_pos``
+  (the same, with ``scratch = new_scratch()`` reused across documents)
 * ``encode_batch_counts(data, offsets, vocab, classes, task_caches, out, counts)``
   (parallel), then ``compact_runs(out, offsets, counts, n_tasks)`` (plain Python, numpy moves)
 * ``gather_batch(scratch, offsets, counts, out, out_offsets)`` (parallel; per-document slots)
@@ -17,6 +19,8 @@ code-point class table its pre-tokenizer reads (``Encoder.classes``,
 from __future__ import annotations
 
 import numpy as np
+from typing import NamedTuple
+
 from numba import njit, prange
 
 from fastenc.kernels import config as cfg
@@ -40,6 +44,7 @@ from fastenc.kernels.piece_cache import (
     tiny_home,
 )
 from fastenc.kernels.encode_wide import encode_text_wide
+from fastenc.kernels.jit import NO_REFCOUNTING
 from fastenc.kernels.loads import load_word, prefetch
 from fastenc.kernels.pretok_cl100k import cl100k_piece_end
 from fastenc.kernels.pretok_gpt2 import gpt2_piece_end
@@ -79,8 +84,27 @@ def remember_piece(caches, data, start, end, ids, ids_start, count):
     return count
 
 
-_AHEAD = 4  # pieces found (and their cache slots prefetched) before the piece being encoded
-_RING = 8  # a power of two above _AHEAD
+_BLOCK = 64  # pieces found (and their cache slots prefetched) before any of them is encoded
+
+
+class EncodeScratch(NamedTuple):
+    """One thread's working memory for ``encode_with``: ``ranks`` (the short-piece merge),
+    ``work`` (the long-piece merge; a longer part gets a bigger one for its call), ``ring``
+    (a block's pieces) and ``state`` (``encode_run``'s answer to its caller)."""
+
+    ranks: np.ndarray
+    work: np.ndarray
+    ring: np.ndarray
+    state: np.ndarray
+
+
+@njit(cache=True)
+def new_scratch():
+    """Fresh ``EncodeScratch`` (about 8 KB): allocate it once per thread or run of documents,
+    not per document."""
+    return EncodeScratch(np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64),
+                         np.empty(7 * 4 * MAX_CACHED_PIECE_BYTES, dtype=np.int64),
+                         np.empty(3 * _BLOCK, dtype=np.int64), np.zeros(4, dtype=np.int64))
 
 
 @njit(cache=True)
@@ -89,23 +113,64 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
 
     ``out`` needs room for ``end - start`` ids from ``out_pos``; all of that room may be
     written to (the ids end at the returned position; what lies past it is scratch).
+    Allocates its scratch: to encode many documents, call ``encode_with`` with one
+    ``new_scratch()``.
     """
     if vocab.config[cfg.VOCAB_SIZE] > 65536:  # ids above uint16 (cl100k, o200k): encode_wide.py
         return encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos)
+    return encode_with(data, start, end, vocab, classes, caches, new_scratch(), out, out_pos)
+
+
+@njit(cache=True)
+def encode_with(data, start, end, vocab, classes, caches, scratch, out, out_pos):
+    """``encode_text`` with the scratch passed in (``new_scratch()``, reused across calls).
+
+    Runs ``encode_run``, which cannot allocate; when a long part needs more merge room than
+    ``scratch.work`` holds, it stops before that part, and the run resumes there with a work
+    array of the size it asked for.
+    """
+    if vocab.config[cfg.VOCAB_SIZE] > 65536:
+        return encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos)
+    state = scratch.state
+    work = scratch.work
+    pos = start
+    cut_end = start
+    while True:
+        out_pos = encode_run(data, pos, end, cut_end, vocab, classes, caches, out, out_pos,
+                             scratch.ranks, work, scratch.ring, state)
+        if state[0] < 0:
+            return out_pos
+        pos = state[0]
+        cut_end = state[1]
+        work = np.empty(max(state[2], 2 * work.shape[0]), dtype=np.int64)
+
+
+@njit(cache=True, **NO_REFCOUNTING)
+def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, ranks, work, ring, state):
+    """The encode loop: ids of ``data[start:end]`` (``start`` a piece boundary, or a part
+    boundary inside a long piece that ends at ``cut_end``) into ``out[out_pos:]``; returns the
+    new out_pos. Sets ``state[0] = -1`` when done. When a long part needs a work array of more
+    than ``work.shape[0]`` (7 per byte), it stops before that part instead: ``state[0]`` its
+    start, ``state[1]`` the ``cut_end`` to resume with, ``state[2]`` the room needed.
+
+    Compiled without reference counting (``jit.NO_REFCOUNTING``), so it allocates nothing: the
+    scratch comes from ``encode_with``. Ids below 65,536 only (``encode_with`` checks).
+
+    The text is taken in blocks of up to ``_BLOCK`` pieces: first the pre-tokenizer finds a
+    block's pieces and prefetches each one's cache slot, then the block is encoded. Two short
+    loops instead of one interleaved loop: the slots' memory latency overlaps the finding of
+    the rest of the block, and each loop's branches are predicted on their own
+    (bench/RESULTS.md, "Session 4": +15-20% warm).
+    """
     byte_ids = vocab.byte_ids
     tiny = caches.tiny
     short = caches.short
     long = caches.long
-    ranks = np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # scratch of the short-piece merge
-    work = np.empty(7 * 4 * MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # of the long-piece merge (grows)
-    ring = np.empty(2 * _RING, dtype=np.int64)  # the pieces found ahead: (end, whole-token id or -1)
     out_limit = out_pos + (end - start)
     size = data.shape[0]
-    # Cached ids are uint16 here (larger vocabularies went to encode_text_wide above).
-    cacheable = vocab.config[cfg.VOCAB_SIZE] <= 65536
-    tiny_bytes = TINY_MAX_BYTES if cacheable else 1
-    short_bytes = max_piece_bytes(short) if cacheable else 1
-    long_bytes = max_piece_bytes(long) if cacheable else 1
+    tiny_bytes = TINY_MAX_BYTES
+    short_bytes = max_piece_bytes(short)
+    long_bytes = max_piece_bytes(long)
     short_layout = short.shape[1] == SHORT_WORDS  # then the specialised lookup applies
     tiny_mask = tiny.shape[0] - 1
     short_mask = short.shape[0] - 1
@@ -113,17 +178,14 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
     gpt2 = pretok == cfg.PRETOK_GPT2
     whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
     joinable = vocab.joinable
-    # Two cursors: the finder (``found``) runs up to _AHEAD pieces ahead of the encoder
-    # (``pos``), and prefetches each found piece's cache slot, so that the slot's memory latency
-    # (tens of ns when it is not in the CPU's caches) overlaps the finding and encoding of the
-    # pieces in between instead of stalling the encoder.
-    found = start
-    cut_end = start  # while found < cut_end, the finder walks through a long piece cut into parts
-    n_found = 0  # pieces found; the encoder has taken n_taken of them
-    n_taken = 0
+    state[0] = -1
+    found = start  # the finder's position; while found < cut_end it walks the parts of a long piece
     pos = start
     while pos < end:
-        while found < end and n_found - n_taken < _AHEAD:
+        # --- find up to _BLOCK pieces: ring[3k] the end, ring[3k + 1] a whole-token id or -1,
+        # ring[3k + 2] the cut_end in effect (to resume there) ---
+        n_found = 0
+        while found < end and n_found < _BLOCK:
             whole = -1
             if found < cut_end:
                 piece_end = segment_end(data, found, cut_end, joinable)
@@ -152,53 +214,56 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
                 else:
                     k1 = load_word(data, found + 8) & (_ONES >> np.uint64(128 - 8 * n))
                     prefetch(short, short_home(k0, k1 | (np.uint64(n) << _LEN_SHIFT), short_mask) * short.shape[1])
-            at = 2 * (n_found & (_RING - 1))
-            ring[at] = piece_end
-            ring[at + 1] = whole
+            ring[3 * n_found] = piece_end
+            ring[3 * n_found + 1] = whole
+            ring[3 * n_found + 2] = cut_end
             n_found += 1
             found = piece_end
-        at = 2 * (n_taken & (_RING - 1))
-        piece_end = ring[at]
-        whole = ring[at + 1]
-        n_taken += 1
-        n = piece_end - pos
-        if whole >= 0:
-            out[out_pos] = whole
-            out_pos += 1
-        elif n == 1:
-            out[out_pos] = byte_ids[data[pos]]
-            out_pos += 1
-        elif n <= long_bytes:
-            # -1: never seen, merge it; ELSEWHERE: a marker, the ids are in a later cache.
-            if n <= tiny_bytes:
-                hit = tiny_cache_lookup(tiny, data, pos, piece_end, out, out_pos, out_limit)
-                if hit == ELSEWHERE:  # 4..7 ids: the short cache; more: the long one
+        # --- encode them ---
+        for k in range(n_found):
+            piece_end = ring[3 * k]
+            whole = ring[3 * k + 1]
+            n = piece_end - pos
+            if whole >= 0:
+                out[out_pos] = whole
+                out_pos += 1
+            elif n == 1:
+                out[out_pos] = byte_ids[data[pos]]
+                out_pos += 1
+            elif n <= long_bytes:
+                # -1: never seen, merge it; ELSEWHERE: a marker, the ids are in a later cache.
+                if n <= tiny_bytes:
+                    hit = tiny_cache_lookup(tiny, data, pos, piece_end, out, out_pos, out_limit)
+                    if hit == ELSEWHERE:  # 4..7 ids: the short cache; more: the long one
+                        if short_layout:
+                            hit = short_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
+                        else:
+                            hit = cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
+                        if hit < 0:
+                            hit = cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
+                elif n <= short_bytes:
                     if short_layout:
                         hit = short_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
                     else:
                         hit = cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
-                    if hit < 0:
+                    if hit == ELSEWHERE:  # more than 7 ids (CJK, emoji): the long cache
                         hit = cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
-            elif n <= short_bytes:
-                if short_layout:
-                    hit = short_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
                 else:
-                    hit = cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
-                if hit == ELSEWHERE:  # more than 7 ids (CJK, emoji): the long cache
                     hit = cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
-            else:
-                hit = cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
-            if hit >= 0:
-                out_pos = hit
-            else:
-                new_pos = merge_short_piece(data, pos, piece_end, vocab, ranks, out, out_pos)
-                remember_piece(caches, data, pos, piece_end, out, out_pos, new_pos - out_pos)
-                out_pos = new_pos
-        else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
-            if work.shape[0] < 7 * n:
-                work = np.empty(max(7 * n, 2 * work.shape[0]), dtype=np.int64)
-            out_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
-        pos = piece_end
+                if hit >= 0:
+                    out_pos = hit
+                else:
+                    new_pos = merge_short_piece(data, pos, piece_end, vocab, ranks, out, out_pos)
+                    remember_piece(caches, data, pos, piece_end, out, out_pos, new_pos - out_pos)
+                    out_pos = new_pos
+            else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
+                if work.shape[0] < 7 * n:  # no room: the caller grows work and resumes here
+                    state[0] = pos
+                    state[1] = ring[3 * k + 2]
+                    state[2] = 7 * n
+                    return out_pos
+                out_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
+            pos = piece_end
     return out_pos
 
 
@@ -235,9 +300,10 @@ def encode_batch_counts(data, offsets, vocab, classes, task_caches, out, counts)
     base = offsets[0]
     for task in prange(n_tasks):
         caches = PieceCaches(task_caches.tiny[task], task_caches.short[task], task_caches.long[task])
+        scratch = new_scratch()
         at = offsets[bounds[task]] - base
         for doc in range(bounds[task], bounds[task + 1]):
-            end = encode_text(data, offsets[doc], offsets[doc + 1], vocab, classes, caches, out, at)
+            end = encode_with(data, offsets[doc], offsets[doc + 1], vocab, classes, caches, scratch, out, at)
             counts[doc] = end - at
             at = end
 

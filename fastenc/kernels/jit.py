@@ -8,3 +8,21 @@ CPU; bench/RESULTS.md, "Start-up"). Such a helper cannot be called from Python, 
 same compile ~4x slower: the inlined body is typed again at every call site.)
 """
 HELPER = dict(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+
+
+def _no_refcounting() -> dict:
+    """``{"_nrt": False}`` where this Numba takes it, else ``{}``.
+
+    ``_nrt=False`` compiles a kernel without Numba's reference counting: no ``NRT_incref`` /
+    ``NRT_decref`` calls (an atomic add each) around the arrays it touches. The GPT-2 encode
+    loop paid two such calls per piece, ~20% of a warm pass (bench/RESULTS.md, "Session 4").
+    Such a kernel must not allocate (no ``np.empty``): its scratch is passed in. The flag is
+    private to Numba, so it is probed here: without it the kernels compile and give the same
+    ids, only slower.
+    """
+    from numba.core.options import DefaultOptions
+
+    return {"_nrt": False} if hasattr(DefaultOptions, "_nrt") else {}
+
+
+NO_REFCOUNTING = _no_refcounting()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from fastenc.kernels.encode import encode_text
+from fastenc.kernels.encode import encode_with, new_scratch
 
 
 @njit(cache=True, nogil=True)
@@ -18,8 +18,9 @@ def encode_docs(data, offsets, first, last, vocab, classes, caches, out, at, cou
     ``at``; document i's id count goes to ``counts[i]``. Returns the end position in ``out``.
     ``caches``: one task's ``PieceCaches``; ``out`` needs ``offsets[last] - offsets[first]``
     places from ``at`` (ids never outnumber bytes)."""
+    scratch = new_scratch()
     for doc in range(first, last):
-        end = encode_text(data, offsets[doc], offsets[doc + 1], vocab, classes, caches, out, at)
+        end = encode_with(data, offsets[doc], offsets[doc + 1], vocab, classes, caches, scratch, out, at)
         counts[doc] = end - at
         at = end
     return at

@@ -42,7 +42,7 @@ import numpy as np
 from numba import njit, prange
 
 from fastenc.kernels.canonical import canonical_into
-from fastenc.kernels.encode import encode_text
+from fastenc.kernels.encode import encode_with, new_scratch
 from fastenc.kernels.jit import HELPER
 from fastenc.kernels.loads import prefetch
 from fastenc.kernels.xxh3 import mul128
@@ -353,7 +353,7 @@ def pack_url_run(data, offsets, order, canon_offsets, eos, vocab, classes, cache
     to its slot ``scratch[canon_offsets[k] + k:]`` (one slot per URL, one id more than its bytes:
     an id never covers less than one byte); ``counts[k]`` gets 1 + its number of ids. Gather the
     slots with ``gather_slots``. ``canon_read`` is a read-only view of ``canon``, which the
-    encoder reads: so ``encode_text`` is compiled for the same (read-only) types as for
+    encoder reads: so ``encode_with`` is compiled for the same (read-only) types as for
     ``Encoder.encode_arrays`` and Arrow columns, once for both recipes.
 
     ``irreversible[k]`` (uint8) is set to 1 when canonical(canonical(url)) != url: the card's
@@ -378,11 +378,12 @@ def pack_url_run(data, offsets, order, canon_offsets, eos, vocab, classes, cache
         irreversible[k] = 0
         if _authority_has_colon_or_bracket(data, a, b) and not _round_trips(data, a, b, canon_read, c0, c1):
             irreversible[k] = 1
+    work = new_scratch()
     for k in range(k0, k1):
         c0 = canon_offsets[k]
         at = c0 + k
         scratch[at] = eos
-        counts[k] = encode_text(canon_read, c0, canon_offsets[k + 1], vocab, classes, caches, scratch, at + 1) - at
+        counts[k] = encode_with(canon_read, c0, canon_offsets[k + 1], vocab, classes, caches, work, scratch, at + 1) - at
 
 
 @njit(cache=True, nogil=True)

@@ -1,8 +1,8 @@
-"""The memory intrinsics of fastenc/kernels/loads.py: an 8-byte load and a prefetch hint."""
+"""The memory intrinsics of fastenc/kernels/loads.py: an 8-byte load, a prefetch hint and the 64-byte class masks."""
 import numpy as np
 from numba import njit
 
-from fastenc.kernels.loads import load_word, prefetch
+from fastenc.kernels.loads import ascii_masks64, load_word, prefetch
 
 
 @njit(cache=True)
@@ -31,3 +31,23 @@ def test_load_word_is_little_endian():
     data = np.frombuffer(bytes(range(1, 17)), dtype=np.uint8)
     for i in range(9):
         assert _word(data, i) == int.from_bytes(bytes(data[i:i + 8]), "little")
+
+
+@njit(cache=True)
+def _masks(data, i):
+    return ascii_masks64(data, i)
+
+
+def test_ascii_masks64_against_numpy():
+    """Every byte value at every one of the 64 places (and unaligned starts): each mask's bit k
+    is its class test on byte i + k."""
+    rng = np.random.default_rng(7)
+    data = np.concatenate([np.arange(256, dtype=np.uint8), rng.integers(0, 256, 4096, dtype=np.uint8),
+                           np.frombuffer(b"Hello, world's 123\t\n\x0b\x0c\r \x1c\x7f" * 8, np.uint8)])
+    as_bits = lambda flags: int(np.packbits(flags, bitorder="little").view("<u8")[0])  # noqa: E731
+    for i in range(len(data) - 64):
+        w = data[i:i + 64]
+        lower = w | 0x20
+        want = [(lower >= 0x61) & (lower <= 0x7A), (w >= 0x30) & (w <= 0x39), (w == 0x20) | ((w >= 9) & (w <= 13)),
+                w == 0x20, w == 0x27, w >= 0x80]
+        assert [int(m) for m in _masks(data, i)] == [as_bits(f) for f in want], i

@@ -17,7 +17,7 @@ from numba import njit
 import reference as ref
 from fastenc.arrow_io import arrow_to_flat
 from fastenc.errors import FastencError
-from fastenc.kernels.pretok_gpt2 import gpt2_piece_end, gpt2_split
+from fastenc.kernels.pretok_gpt2 import WINDOW, gpt2_piece_end, gpt2_split, gpt2_window_starts
 from fastenc.unicode_classes import (
     GPT2_CLASSES_PATH,
     LETTER,
@@ -417,3 +417,80 @@ def test_corpus_vs_tiktoken(corpus, tiktoken_gpt2):
             if per_piece != tokens:
                 bad.append(d)
     assert bad == [], f"{len(bad)} documents differ from tiktoken, first {bad[:5]}"
+
+
+# --- the 64-byte window (gpt2_window_starts, the encode loop's ASCII path) -----------------------
+
+@njit(cache=True)
+def _window_mismatch(data, start, end, classes):
+    """From every piece start with a whole window before ``end``: the window's decided starts
+    (bits 1 up to its highest set bit) against the pieces gpt2_piece_end walks. Returns
+    (first byte offset where they differ or -1, windows that decided something)."""
+    is_start = np.zeros(end - start + 1, np.uint8)
+    pos = start
+    while pos < end:
+        is_start[pos - start] = 1
+        pos = gpt2_piece_end(data, pos, end, classes)
+    decided = 0
+    pos = start
+    while pos < end:
+        if pos + WINDOW <= end:
+            mask = gpt2_window_starts(data, pos)
+            if mask != 0:
+                decided += 1
+            top = 0
+            for k in range(1, WINDOW):
+                if (mask >> np.uint64(k)) & np.uint64(1):
+                    top = k
+            for k in range(1, top + 1):
+                if ((mask >> np.uint64(k)) & np.uint64(1)) != is_start[pos - start + k]:
+                    return pos - start, decided
+        pos = gpt2_piece_end(data, pos, end, classes)
+    return -1, decided
+
+
+def window_mismatch(b: bytes) -> tuple[int, int]:
+    return _window_mismatch(np.frombuffer(b, np.uint8), 0, len(b), CLASSES)
+
+
+ASCII_HEAVY = st.lists(st.sampled_from(["'s", "'ll", "'ve", "'re", "'d", "'m", "'t", "'S", "'L", "'", "''", " '", " ",
+                                        "  ", "\n", "\r\n", " \n", "\t", "\x0b", "\x0c", "\x1c", "\x7f", "\x00",
+                                        "word", " word", "Ab", "123", " 4", "?!", " ...", ".'s", "é", "ü ", "日本",
+                                        "\u3000", "\xa0", "😀"]),
+                       min_size=20, max_size=120).map("".join)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(ASCII_HEAVY)
+def test_window_starts_equal_the_walk(text):
+    """Contractions at every offset (window start included), whitespace runs ending in every
+    way, class changes, and non-ASCII bytes that cut a window short."""
+    where, _ = window_mismatch(text.encode())
+    assert where == -1, repr(text.encode()[where:where + WINDOW])
+
+
+def test_window_starts_by_eye():
+    b = b"Hello world's  end\n\nx 'sand 12ab 'll" + b" " * 40
+    mask = int(gpt2_window_starts(np.frombuffer(b, np.uint8), 0))
+    starts = [k for k in range(1, 61) if mask >> k & 1]
+    assert starts[:10] == [5, 11, 13, 14, 18, 19, 20, 21, 23, 27]  # " world" "'s" " " " end" "\n" "\n" "x" " '" "sand"
+    assert int(gpt2_window_starts(np.frombuffer("é".encode() + b"a" * 62, np.uint8), 0)) == 0
+    assert window_mismatch(b)[1] > 0
+
+
+def test_window_starts_docs_fixture():
+    decided = 0
+    for text in pq.read_table(DOCS_FIXTURE, columns=["text"]).column("text").to_pylist():
+        where, n = window_mismatch(text.encode())
+        assert where == -1, repr(text.encode()[where:where + WINDOW])
+        decided += n
+    assert decided > 1000  # the fixture is mostly ASCII: the window path is exercised
+
+
+@needs_docs
+@pytest.mark.slow
+def test_window_starts_corpus(corpus):
+    _, data, offsets, _, _ = corpus
+    for d in range(len(offsets) - 1):
+        where, _ = _window_mismatch(data, offsets[d], offsets[d + 1], CLASSES)
+        assert where == -1, (d, bytes(data[offsets[d] + where:offsets[d] + where + WINDOW]))

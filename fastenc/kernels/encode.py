@@ -22,6 +22,7 @@ import numpy as np
 from typing import NamedTuple
 
 from numba import njit, prange
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from fastenc.kernels import config as cfg
 from fastenc.kernels.bpe import merge_long_piece, merge_short_piece
@@ -45,9 +46,9 @@ from fastenc.kernels.piece_cache import (
 )
 from fastenc.kernels.encode_wide import encode_text_wide
 from fastenc.kernels.jit import NO_REFCOUNTING
-from fastenc.kernels.loads import load_word, prefetch
+from fastenc.kernels.loads import ASCII_MASKS, load_word, prefetch
 from fastenc.kernels.pretok_cl100k import cl100k_piece_end
-from fastenc.kernels.pretok_gpt2 import gpt2_piece_end
+from fastenc.kernels.pretok_gpt2 import WINDOW, gpt2_piece_end, gpt2_window_starts
 from fastenc.kernels.pretok_o200k import o200k_piece_end
 from fastenc.kernels.pretok_url import url_piece_end
 from fastenc.kernels.segments import segment_end
@@ -55,6 +56,22 @@ from fastenc.kernels.tables import token_id_of
 
 _ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 _LEN_SHIFT = np.uint64(56)  # a short-cache key's length byte (piece_cache.py)
+
+
+@njit(cache=True, inline="always")
+def prefetch_slot(tiny, short, data, start, n):
+    """Start loading the cache slot where the piece ``data[start:start + n]`` would be: the tiny
+    cache's for 2..8 bytes, the short cache's (``SHORT_WORDS`` layout) for 9..15. Needs
+    ``start + 16 <= len(data)``."""
+    k0 = load_word(data, start)
+    if n <= TINY_MAX_BYTES:
+        prefetch(tiny, tiny_home(k0 & (_ONES >> np.uint64(64 - 8 * n)), n, tiny.shape[0] - 1) * TINY_WORDS)
+    else:
+        k1 = load_word(data, start + 8) & (_ONES >> np.uint64(128 - 8 * n))
+        prefetch(short, short_home(k0, k1 | (np.uint64(n) << _LEN_SHIFT), short.shape[0] - 1) * short.shape[1])
+    if (tiny.shape[0] | short.shape[0] | data.shape[0]) < 0:
+        n = 0
+    return n
 
 
 @njit(cache=True)
@@ -172,8 +189,6 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
     short_bytes = max_piece_bytes(short)
     long_bytes = max_piece_bytes(long)
     short_layout = short.shape[1] == SHORT_WORDS  # then the specialised lookup applies
-    tiny_mask = tiny.shape[0] - 1
-    short_mask = short.shape[0] - 1
     pretok = vocab.config[cfg.PRETOKENIZER]
     gpt2 = pretok == cfg.PRETOK_GPT2
     whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
@@ -186,6 +201,27 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
         # ring[3k + 2] the cut_end in effect (to resume there) ---
         n_found = 0
         while found < end and n_found < _BLOCK:
+            if gpt2 and found >= cut_end and found + WINDOW <= end:
+                # 64 ASCII bytes at a time (pretok_gpt2.gpt2_window_starts): the pieces up to
+                # the first one too long for the short cache, which the path below takes.
+                starts = gpt2_window_starts(data, found) if ASCII_MASKS else np.uint64(0)
+                piece_start = found
+                while starts != 0 and n_found < _BLOCK:
+                    piece_end = found + trailing_zeros(starts)
+                    n = piece_end - piece_start
+                    if n > short_bytes:
+                        break
+                    starts &= starts - np.uint64(1)
+                    if n >= 2:
+                        prefetch_slot(tiny, short, data, piece_start, n)
+                    ring[3 * n_found] = piece_end
+                    ring[3 * n_found + 1] = -1
+                    ring[3 * n_found + 2] = cut_end
+                    n_found += 1
+                    piece_start = piece_end
+                if piece_start > found:
+                    found = piece_start
+                    continue
             whole = -1
             if found < cut_end:
                 piece_end = segment_end(data, found, cut_end, joinable)
@@ -208,12 +244,7 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                         piece_end = segment_end(data, found, cut_end, joinable)
             n = piece_end - found
             if n >= 2 and n <= short_bytes and found + 16 <= size:
-                k0 = load_word(data, found)
-                if n <= tiny_bytes:
-                    prefetch(tiny, tiny_home(k0 & (_ONES >> np.uint64(64 - 8 * n)), n, tiny_mask) * TINY_WORDS)
-                else:
-                    k1 = load_word(data, found + 8) & (_ONES >> np.uint64(128 - 8 * n))
-                    prefetch(short, short_home(k0, k1 | (np.uint64(n) << _LEN_SHIFT), short_mask) * short.shape[1])
+                prefetch_slot(tiny, short, data, found, n)
             ring[3 * n_found] = piece_end
             ring[3 * n_found + 1] = whole
             ring[3 * n_found + 2] = cut_end

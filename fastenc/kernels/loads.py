@@ -57,3 +57,43 @@ def prefetch(typingctx, arr, index):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+@intrinsic
+def ascii_masks64(typingctx, data, i):
+    """Six bitmasks of ``data[i:i + 64]`` (bit k for byte ``i + k``), for the block
+    pre-tokenizer: ASCII letters, digits, whitespace (``\\t\\n\\v\\f\\r`` and space), the space
+    0x20, the apostrophe, and bytes >= 0x80. No bounds check: the caller checks the range.
+
+    Written as LLVM vector code (one 64-byte load, compares, ``<64 x i1>`` to ``i64``), which
+    LLVM lowers for the CPU at hand: AVX2 compares and ``vpmovmskb`` here, SSE2 or NEON
+    elsewhere, so there is no CPU-specific path to choose at run time. Little-endian only (the
+    bit order of the mask); ``ASCII_MASKS`` says whether it may be used.
+    """
+    sig = types.UniTuple(types.uint64, 6)(data, types.intp)
+
+    def codegen(context, builder, signature, args):
+        array, index = args
+        base = context.make_array(signature.args[0])(context, builder, array).data
+        vec = ir.VectorType(ir.IntType(8), 64)
+        v = builder.load(builder.bitcast(builder.gep(base, [index]), vec.as_pointer()), align=1)
+
+        def splat(c):
+            return ir.Constant(vec, [c] * 64)
+
+        def bits(flags):  # <64 x i1> -> i64, element k -> bit k
+            return builder.bitcast(flags, ir.IntType(64))
+
+        letter = builder.icmp_unsigned("<", builder.sub(builder.or_(v, splat(0x20)), splat(0x61)), splat(26))
+        digit = builder.icmp_unsigned("<", builder.sub(v, splat(0x30)), splat(10))
+        space = builder.icmp_unsigned("==", v, splat(0x20))
+        control = builder.icmp_unsigned("<", builder.sub(v, splat(0x09)), splat(5))
+        apostrophe = builder.icmp_unsigned("==", v, splat(0x27))
+        high = builder.icmp_signed("<", v, splat(0))
+        masks = [bits(letter), bits(digit), bits(builder.or_(space, control)), bits(space), bits(apostrophe), bits(high)]
+        return context.make_tuple(builder, signature.return_type, masks)
+
+    return sig, codegen
+
+
+ASCII_MASKS = sys.byteorder == "little"  # ascii_masks64's bit order holds on little-endian machines

@@ -37,7 +37,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from fastenc.kernels.loads import load_word
+from numba.cpython.unsafe.numbers import trailing_zeros
+
+from fastenc.kernels.loads import ascii_masks64, load_word
 
 _SPACE = 3  # whitespace class in the table
 _LETTER = 1
@@ -171,6 +173,68 @@ def gpt2_piece_end(data, pos, end, classes):
     if (data.shape[0] | classes.shape[0]) < 0:
         r = 0
     return r
+
+
+WINDOW = 64  # bytes that gpt2_window_starts reads
+_DECIDED = np.uint64(0x1FFFFFFFFFFFFFFE)  # bits 1..60: the starts a window decides
+_STARTED = np.uint64(0x1FFFFFFFFFFFFFFF)  # bits 0..60: where a contraction may begin (bit 0: pos)
+_ONE = np.uint64(1)
+_THREE = np.uint64(3)
+
+
+@njit(cache=True, inline="always")
+def gpt2_window_starts(data, pos):
+    """The GPT-2 pieces that start in ``data[pos + 1:pos + 61]``, as a bitmask (bit k: a piece
+    starts at ``pos + k``), decided from the 64 bytes ``data[pos:pos + 64]`` at once: bits up to
+    two before the first byte >= 0x80, if any (the rest are 0: walk on with ``gpt2_piece_end``
+    where no piece start is decided). ``pos`` must be where a piece
+    starts, and ``pos + 64`` at most the document's end (the regex's lookaheads then see the
+    same bytes as in the whole text).
+
+    For ASCII the pattern's pieces follow from each byte's class (letter, digit, whitespace,
+    other) and its neighbours', so they are computed for 64 bytes with bit operations instead
+    of byte by byte:
+
+    - a run of letters, digits or others starts where the class changes, one byte earlier when
+      a space (0x20) precedes it (`` ?\\p{L}++``: the space joins the run);
+    - a whitespace run starts where whitespace begins, and its last byte starts a piece of its
+      own when a non-space follows (``\\s+(?!\\S)`` leaves it: joined to the next run when it is
+      a space, alone otherwise);
+    - an apostrophe that starts a piece and is followed by ``s t d m`` or ``ll ve re`` is a
+      contraction: the piece after it starts 2 or 3 bytes on.
+
+    Bit k needs bytes up to ``pos + k + 1`` (``pos + k + 3`` for a contraction), so bits 1..60
+    are final. Same pieces as ``gpt2_piece_end`` (tests/test_pretok_gpt2.py compares them).
+    """
+    letter, digit, space, sp, apostrophe, high = ascii_masks64(data, pos)
+    # Bit k needs the classes of bytes k-1..k+1: with a byte >= 0x80 at h (whose class the masks
+    # do not know), bits up to h-2 are still decided.
+    decided = _DECIDED
+    if high != 0:
+        h = trailing_zeros(high)
+        decided = _DECIDED & ((_ONE << np.uint64(h - 1)) - _ONE) if h >= 3 else np.uint64(0)
+    starts = np.uint64(0)
+    if decided != 0:
+        other = ~(letter | digit | space)
+        changed = (letter ^ (letter << _ONE)) | (digit ^ (digit << _ONE)) | (other ^ (other << _ONE))
+        runs = ~space & (changed | (space << _ONE))  # a letter/digit/other run starts here
+        joined = runs & (sp << _ONE)  # ... right after a space, which joins it
+        starts = (runs ^ joined) | (joined >> _ONE) | (space & ~(space << _ONE)) | (space & (~space >> _ONE))
+        contractions = starts & apostrophe & _STARTED
+        while contractions != 0:
+            k = trailing_zeros(contractions)
+            contractions &= contractions - _ONE
+            b1 = data[pos + k + 1]
+            b2 = data[pos + k + 2]
+            at = np.uint64(k)
+            if b1 == 0x73 or b1 == 0x74 or b1 == 0x64 or b1 == 0x6D:  # s t d m
+                starts = (starts & ~(_ONE << (at + _ONE))) | (_ONE << (at + np.uint64(2)))
+            elif (b2 == 0x6C and b1 == 0x6C) or (b2 == 0x65 and (b1 == 0x76 or b1 == 0x72)):  # ll ve re
+                starts = (starts & ~(_THREE << (at + _ONE))) | (_ONE << (at + _THREE))
+        starts &= decided
+    if (data.shape[0]) < 0:  # the array used in the single exit block (no refcounting)
+        starts = np.uint64(0)
+    return starts
 
 
 @njit(cache=True)

@@ -127,6 +127,29 @@ def thread_count(n: int | None) -> Iterator[None]:
         numba.set_num_threads(old)
 
 
+#: The command line of this process, ``{"command": argv, "cwd": ...}``, when the CLI runs it
+#: (``fastenc.cli.main`` sets it). ``publish`` records it in the manifest's ``build`` for the
+#: dataset card, never in the request: two spellings of one request (``--threads``, ``-q``) give
+#: the same output, and the finished-output check compares requests only.
+COMMAND: dict | None = None
+
+
+def _refresh_shared_card(out: Path, fmt: str) -> None:
+    """After the commit into a shared ``OUT`` (urls): rewrite ``OUT/README.md`` from every shard
+    committed so far. The card is not part of the shard's commit (it describes all shards); a
+    failure here is one warning line, the shard itself is published (``fastenc card OUT`` redoes it)."""
+    from fastenc import card
+    from fastenc.errors import FastencError
+
+    try:
+        card.write(out)
+    except (OSError, FastencError) as exc:
+        import sys
+
+        print(f"fastenc: warning: the shard is published but {out / card.CARD} could not be rewritten ({exc}); "
+              f"run `fastenc card {out}`", file=sys.stderr)
+
+
 class Stats:
     """One run's timings and counters: ``with stats.time("encode"): ...``, ``stats.add("docs", n)``."""
 
@@ -241,13 +264,21 @@ class Run:
         return self._stage
 
     def publish(self, manifest: dict) -> None:
-        """Write ``manifest`` into the stage and publish the whole output in one step."""
+        """Write ``manifest`` into the stage and publish the whole output in one step, with its
+        dataset card ``README.md`` (``fastenc.card``, made from the output's files alone)."""
+        from fastenc import card
+
         stage = self.stage
+        if COMMAND is not None:  # how it was built, for the card; not in the request (see COMMAND)
+            manifest.setdefault("build", {}).update(COMMAND)
         stage.write_json(self.spec.manifest, manifest)
         if self.spec.mode == "folder":
+            card.write_staged(stage, self.spec.format)  # part of the output: it appears with the commit
             staging.publish_folder(stage, self.out, self.spec.is_own)
         else:
             staging.publish_into(stage, self.out, self.spec.manifest, self.spec.shared, self.spec.leftovers)
+            self._stage = None
+            _refresh_shared_card(self.out, self.spec.format)
         self._stage = None
 
     # -- leaving ------------------------------------------------------------------------------

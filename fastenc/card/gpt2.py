@@ -133,7 +133,9 @@ def _usage(summary: dict, parts: list[dict]) -> str:
     if not parts:
         return "\n".join(lines + [code('import json\n\nsummary = json.load(open("summary.json"))\nprint(summary["kept"])', "python")])
     p = parts[0]
-    tokenizer = summary["tokenizer"]
+    load_args = json.dumps(summary["tokenizer"])
+    if summary.get("tokenizer_pattern"):  # a .tiktoken rank file: its split pattern is named
+        load_args += f", pattern={json.dumps(summary['tokenizer_pattern'])}"
     snippet = f'''import numpy as np
 
 stem = "{p['stem']}"
@@ -143,7 +145,7 @@ n_docs = len(idx) - 1
 doc_0 = tok[idx[0]:idx[1]]  # document 0 as an array of token ids
 
 import fastenc  # tiktoken's encoding of the same name gives the same ids and text
-enc = fastenc.load({json.dumps(tokenizer)})
+enc = fastenc.load({load_args})
 print(n_docs, "documents;", enc.decode(doc_0.tolist())[:200])'''
     iterate = '''for i in range(len(idx) - 1):
     doc = tok[idx[i]:idx[i + 1]]'''

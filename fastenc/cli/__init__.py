@@ -64,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     module = importlib.import_module(args._module)
-    _record_command(typed)
+    from fastenc.run import lifecycle
+
+    lifecycle.COMMAND = _command(typed)
     try:
         if args.command != "warmup":
             # First run on this machine: say so, and compile with a progress bar, before the
@@ -85,15 +87,16 @@ def main(argv: list[str] | None = None) -> int:
         # one line, whatever the message holds (an Arrow error may end in a newline)
         print("fastenc: error: " + "; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip()), file=sys.stderr)
         return exc.exit_code
+    finally:
+        lifecycle.COMMAND = None  # main() called in-process (tests) must not leak it into later API runs
 
 
-def _record_command(argv: list[str]) -> None:
-    """Let the run record how it was started (the dataset card shows it; fastenc.run.lifecycle.COMMAND)."""
+def _command(argv: list[str]) -> dict:
+    """How this run was started, as the manifest's ``build`` records it for the dataset card
+    (``fastenc.run.lifecycle.COMMAND``): the arguments as typed, and the folder they are relative to."""
     import os
 
-    from fastenc.run import lifecycle
-
-    lifecycle.COMMAND = {"command": ["fastenc", *argv], "cwd": os.getcwd()}
+    return {"command": ["fastenc", *argv], "cwd": os.getcwd()}
 
 
 from fastenc.errors import FastencError  # noqa: E402  (kept light: no numba)

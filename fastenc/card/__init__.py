@@ -62,6 +62,9 @@ def write(out: str | os.PathLike) -> Path:
     detect_format(out)  # a folder that is no output gets its one-line error before any lock
     with _locked(out):
         text = render(out)
+        with contextlib.suppress(OSError):
+            if (out / CARD).read_text(encoding="utf-8") == text:
+                return out / CARD  # already this card: nothing to rewrite
         tmp = out / staging.temp_name(CARD)
         try:
             with open(tmp, "w", encoding="utf-8") as f:
@@ -73,8 +76,19 @@ def write(out: str | os.PathLike) -> Path:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise
-        staging.fsync_dir(out)
+        _fsync_dir(out)
     return out / CARD
+
+
+def _fsync_dir(directory: Path) -> None:
+    """fsync the folder after the rename. Not through ``fastenc.run.faults``: the card of a shared
+    URL folder is rewritten after a shard's commit and is not one of the run's commit steps."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        with contextlib.suppress(OSError):  # some file systems cannot fsync a folder
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

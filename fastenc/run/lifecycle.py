@@ -134,6 +134,14 @@ def thread_count(n: int | None) -> Iterator[None]:
 COMMAND: dict | None = None
 
 
+def _holds(path: Path, manifest: dict) -> bool:
+    """Whether ``path`` is this very manifest (its commit happened)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) == manifest
+    except (OSError, ValueError):
+        return False
+
+
 def _refresh_shared_card(out: Path, fmt: str) -> None:
     """After the commit into a shared ``OUT`` (urls): rewrite ``OUT/README.md`` from every shard
     committed so far. The card is not part of the shard's commit (it describes all shards); a
@@ -197,6 +205,8 @@ class Run:
             self.done = self._prepare()
         except OSError as exc:
             raise output_error(exc, self.out) from exc
+        if self.done is not None and self.spec.mode == "into":  # a run killed after its commit had no card yet
+            _refresh_shared_card(self.out, self.spec.format)
         self._set_threads()
         return self
 
@@ -276,9 +286,11 @@ class Run:
             card.write_staged(stage, self.spec.format)  # part of the output: it appears with the commit
             staging.publish_folder(stage, self.out, self.spec.is_own)
         else:
-            staging.publish_into(stage, self.out, self.spec.manifest, self.spec.shared, self.spec.leftovers)
-            self._stage = None
-            _refresh_shared_card(self.out, self.spec.format)
+            try:
+                staging.publish_into(stage, self.out, self.spec.manifest, self.spec.shared, self.spec.leftovers)
+            finally:  # also when a step after the commit (the folder's fsync) failed
+                if _holds(self.out / self.spec.manifest, manifest):
+                    _refresh_shared_card(self.out, self.spec.format)
         self._stage = None
 
     # -- leaving ------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import importlib
 import os
 from pathlib import Path
 
-from fastenc.errors import InputError
+from fastenc.errors import InputError, OutputError
 
 __all__ = ["CARD", "render", "write", "write_staged", "MODULES"]
 
@@ -55,11 +55,20 @@ def write(out: str | os.PathLike) -> Path:
     renamed (a reader never sees half a card). For a shared URL folder the render and the rename
     hold an exclusive lock on the folder, so that two shards finishing at once cannot leave a card
     that misses one of them: the last writer renders after every commit before it."""
-    from fastenc.run import staging
     from fastenc.verify import detect_format
 
     out = Path(out)
     detect_format(out)  # a folder that is no output gets its one-line error before any lock
+    try:
+        return _write_locked(out)
+    except OSError as exc:
+        raise OutputError(f"cannot write {out / CARD}: {exc.strerror or exc}; check the permissions and the free space "
+                          f"(`fastenc card {out} --print` shows the card without writing it)") from exc
+
+
+def _write_locked(out: Path) -> Path:
+    from fastenc.run import staging
+
     with _locked(out):
         text = render(out)
         with contextlib.suppress(OSError):

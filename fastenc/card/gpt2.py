@@ -136,6 +136,8 @@ def _usage(summary: dict, parts: list[dict]) -> str:
     load_args = json.dumps(summary["tokenizer"])
     if summary.get("tokenizer_pattern"):  # a .tiktoken rank file: its split pattern is named
         load_args += f", pattern={json.dumps(summary['tokenizer_pattern'])}"
+    note = ("  # or tiktoken.get_encoding(...) of the same name: the same ids, the same text"
+            if summary["tokenizer"] in ("gpt2", "cl100k_base", "o200k_base") else "")
     snippet = f'''import numpy as np
 
 stem = "{p['stem']}"
@@ -144,7 +146,7 @@ tok = np.memmap(stem + ".bin", dtype=np.{summary['dtype']}, mode="r")  # the tok
 n_docs = len(idx) - 1
 doc_0 = tok[idx[0]:idx[1]]  # document 0 as an array of token ids
 
-import fastenc  # tiktoken's encoding of the same name gives the same ids and text
+import fastenc{note}
 enc = fastenc.load({load_args})
 print(n_docs, "documents;", enc.decode(doc_0.tolist())[:200])'''
     iterate = '''for i in range(len(idx) - 1):

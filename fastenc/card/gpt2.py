@@ -161,7 +161,8 @@ def _verification(summary: dict, parts: list[dict]) -> str:
                    f"**{num(checks['count_mismatches'])} mismatches across {num(checks['count_checked'])} documents** "
                    f"({num(checks['count_checked_kept'])} of them in the published buckets).")
     else:
-        counted = "- The source had no token-count column to compare with (none was named)."
+        counted = ("- No token counts were compared with the source: it had no count column for this encoding "
+                   "(`gpt2_tokens` counts GPT-2 tokens; `--count-column` names another).")
     return "\n".join([
         "## Verification",
         "",

@@ -64,9 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     module = importlib.import_module(args._module)
-    from fastenc.run import lifecycle
+    import os
 
-    lifecycle.COMMAND = _command(typed)
+    from fastenc.run.lifecycle import COMMAND_ENV
+
+    outer = os.environ.get(COMMAND_ENV)
+    os.environ[COMMAND_ENV] = _command(typed)
     try:
         if args.command != "warmup":
             # First run on this machine: say so, and compile with a progress bar, before the
@@ -87,16 +90,20 @@ def main(argv: list[str] | None = None) -> int:
         # one line, whatever the message holds (an Arrow error may end in a newline)
         print("fastenc: error: " + "; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip()), file=sys.stderr)
         return exc.exit_code
-    finally:
-        lifecycle.COMMAND = None  # main() called in-process (tests) must not leak it into later API runs
+    finally:  # main() called in-process (tests) must not leak it into later API runs
+        if outer is None:
+            os.environ.pop(COMMAND_ENV, None)
+        else:
+            os.environ[COMMAND_ENV] = outer
 
 
-def _command(argv: list[str]) -> dict:
+def _command(argv: list[str]) -> str:
     """How this run was started, as the manifest's ``build`` records it for the dataset card
-    (``fastenc.run.lifecycle.COMMAND``): the arguments as typed, and the folder they are relative to."""
+    (``fastenc.run.lifecycle.COMMAND_ENV``): the arguments as typed, and the folder they are relative to."""
+    import json
     import os
 
-    return {"command": ["fastenc", *argv], "cwd": os.getcwd()}
+    return json.dumps({"command": ["fastenc", *argv], "cwd": os.getcwd()})
 
 
 from fastenc.errors import FastencError  # noqa: E402  (kept light: no numba)

@@ -127,11 +127,20 @@ def thread_count(n: int | None) -> Iterator[None]:
         numba.set_num_threads(old)
 
 
-#: The command line of this process, ``{"command": argv, "cwd": ...}``, when the CLI runs it
-#: (``fastenc.cli.main`` sets it). ``publish`` records it in the manifest's ``build`` for the
-#: dataset card, never in the request: two spellings of one request (``--threads``, ``-q``) give
-#: the same output, and the finished-output check compares requests only.
-COMMAND: dict | None = None
+#: The command line of this run, JSON ``{"command": argv, "cwd": ...}``, when the CLI runs it
+#: (``fastenc.cli.main`` sets it; an environment variable, so that spawned workers see it too).
+#: ``publish`` records it in the manifest's ``build`` for the dataset card, never in the request:
+#: two spellings of one request (``--threads``, ``-q``) give the same output, and the
+#: finished-output check compares requests only.
+COMMAND_ENV = "FASTENC_COMMAND"
+
+
+def current_command() -> dict | None:
+    try:
+        command = json.loads(os.environ.get(COMMAND_ENV) or "null")
+    except ValueError:
+        return None
+    return command if isinstance(command, dict) else None
 
 
 def _holds(path: Path, manifest: dict) -> bool:
@@ -279,8 +288,9 @@ class Run:
         from fastenc import card
 
         stage = self.stage
-        if COMMAND is not None:  # how it was built, for the card; not in the request (see COMMAND)
-            manifest.setdefault("build", {}).update(COMMAND)
+        command = current_command()
+        if command is not None:  # how it was built, for the card; not in the request (see COMMAND_ENV)
+            manifest.setdefault("build", {}).update(command)
         stage.write_json(self.spec.manifest, manifest)
         if self.spec.mode == "folder":
             card.write_staged(stage, self.spec.format)  # part of the output: it appears with the commit

@@ -79,8 +79,8 @@ def render(out: Path) -> str:
         _canonical(),
         _verification(metas),
         built_section(first, "urls", "fastenc.recipes.urls.encode_shard")
-        + ("\nEach shard is built by its own command; the one above built the first shard listed "
-           f"(`{first['file']}`); every sidecar records its own.\n" if len(metas) > 1 else ""),
+        + ("\nEvery sidecar records the command and the request that built its shard; shown here: those of "
+           f"`{first['file']}`.\n" if len(metas) > 1 else ""),
     ]
     return "\n".join(sections).rstrip() + "\n"
 

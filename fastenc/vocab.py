@@ -336,6 +336,22 @@ def _read_tables(cache_file: Path, path: str) -> tuple[Vocab, VocabInfo]:
 
 
 def _build_vocab(raw: bytes, path: Path, merge_rule: str, sha256: str) -> tuple[Vocab, VocabInfo]:
+    """The kernel tables of a HF tokenizer.json: parse and check it, map every id to its bytes,
+    list its merges, then flatten (``_flatten``, shared with tiktoken rank files)."""
+    spec = _parse_spec(raw, path)
+    pretok = _pretokenizer_kind(spec.get("pre_tokenizer"))
+    model = spec["model"]
+    id_to_bytes = _model_id_bytes(model["vocab"])
+    model_ids = set(id_to_bytes)
+    special_tokens = _added_tokens(spec.get("added_tokens") or [], id_to_bytes, model_ids)
+    hf_merges = _hf_merges(model) if merge_rule == "hf" else _check_merges(model)
+    byte_ids = _single_byte_ids(model["vocab"], id_to_bytes)
+    return _flatten(id_to_bytes, model_ids, special_tokens, byte_ids, merge_rule, hf_merges,
+                    bool(model.get("ignore_merges", False)), pretok, path, sha256, dense=True)
+
+
+def _parse_spec(raw: bytes, path: Path) -> dict:
+    """The tokenizer.json as a dict, its model and pipeline checked (one-line ``VocabError``)."""
     try:
         spec = json.loads(raw)
     except ValueError as exc:
@@ -344,32 +360,38 @@ def _build_vocab(raw: bytes, path: Path, merge_rule: str, sha256: str) -> tuple[
         raise VocabError(f"{path} has no 'model' field; pass a HF tokenizer.json")
     _check_model(spec["model"])
     _check_pipeline(spec)
-    pretok = _pretokenizer_kind(spec.get("pre_tokenizer"))
-    model = spec["model"]
+    return spec
 
+
+def _token_to_bytes(token: str, where: str, byte_of_char: dict) -> bytes:
+    """A byte-level token's bytes (each character stands for one byte: ``bytes_to_unicode``)."""
+    try:
+        return bytes(byte_of_char[c] for c in token)
+    except KeyError as exc:
+        raise VocabError(
+            f"tokenizer.json {where} {token!r} holds {exc.args[0]!r}, which is not a byte-level character; "
+            "fastenc supports byte-level BPE vocabularies only"
+        ) from None
+
+
+def _model_id_bytes(vocab: dict) -> dict[int, bytes]:
+    """``model.vocab`` as id -> bytes (ids non-negative integers, each given once)."""
     byte_of_char = {c: b for b, c in bytes_to_unicode().items()}
-
-    def token_to_bytes(token: str, where: str) -> bytes:
-        try:
-            return bytes(byte_of_char[c] for c in token)
-        except KeyError as exc:
-            raise VocabError(
-                f"tokenizer.json {where} {token!r} holds {exc.args[0]!r}, which is not a byte-level character; "
-                "fastenc supports byte-level BPE vocabularies only"
-            ) from None
-
-    # --- ids and their bytes ------------------------------------------------------------
-    vocab: dict = model["vocab"]
     id_to_bytes: dict[int, bytes] = {}
     for token, tid in vocab.items():
         if not isinstance(tid, int) or isinstance(tid, bool) or tid < 0:
             raise VocabError(f"tokenizer.json model.vocab[{token!r}] = {tid!r} is not a non-negative integer id")
         if tid in id_to_bytes:
             raise VocabError(f"tokenizer.json model.vocab gives id {tid} to two tokens; ids must be unique")
-        id_to_bytes[tid] = token_to_bytes(token, "model.vocab token")
-    model_ids = set(id_to_bytes)
+        id_to_bytes[tid] = _token_to_bytes(token, "model.vocab token", byte_of_char)
+    return id_to_bytes
+
+
+def _added_tokens(added: list, id_to_bytes: dict, model_ids: set) -> dict[str, int]:
+    """``added_tokens`` as content -> id; those outside the model vocab get their UTF-8 bytes
+    in ``id_to_bytes`` (updated in place)."""
     special_tokens: dict[str, int] = {}
-    for i, token in enumerate(spec.get("added_tokens") or []):
+    for i, token in enumerate(added):
         tid, content = token.get("id"), token.get("content")
         if not isinstance(tid, int) or tid < 0 or not isinstance(content, str):
             raise VocabError(f"tokenizer.json added_tokens[{i}] needs an integer 'id' and a string 'content'")
@@ -378,27 +400,38 @@ def _build_vocab(raw: bytes, path: Path, merge_rule: str, sha256: str) -> tuple[
         special_tokens[content] = tid
         if tid not in model_ids:
             id_to_bytes[tid] = content.encode("utf-8")
-    hf_merges = None
-    if merge_rule == "hf":
-        hf_merges = []
-        for index, merge in enumerate(model["merges"]):
-            a, b = _parse_merge(merge, index)
-            for side in (a, b):
-                if side not in vocab:
-                    raise VocabError(f"tokenizer.json model.merges[{index}] = {merge!r} refers to {side!r}, which is not in model.vocab")
-            if a + b not in vocab:
-                raise VocabError(f"tokenizer.json model.merges[{index}] = {merge!r} makes {a + b!r}, which is not in model.vocab")
-            hf_merges.append((vocab[a], vocab[b], vocab[a + b]))
-    else:
-        for index, merge in enumerate(model["merges"]):
-            _parse_merge(merge, index)
+    return special_tokens
+
+
+def _hf_merges(model: dict) -> list[tuple[int, int, int]]:
+    """The merges as (left, right, result) ids in rank order, each side and result in the vocab."""
+    vocab = model["vocab"]
+    hf_merges = []
+    for index, merge in enumerate(model["merges"]):
+        a, b = _parse_merge(merge, index)
+        for side in (a, b):
+            if side not in vocab:
+                raise VocabError(f"tokenizer.json model.merges[{index}] = {merge!r} refers to {side!r}, which is not in model.vocab")
+        if a + b not in vocab:
+            raise VocabError(f"tokenizer.json model.merges[{index}] = {merge!r} makes {a + b!r}, which is not in model.vocab")
+        hf_merges.append((vocab[a], vocab[b], vocab[a + b]))
+    return hf_merges
+
+
+def _check_merges(model: dict) -> None:
+    """The tiktoken rule ranks merges by the merged token's id: the list is only checked."""
+    for index, merge in enumerate(model["merges"]):
+        _parse_merge(merge, index)
+
+
+def _single_byte_ids(vocab: dict, id_to_bytes: dict) -> np.ndarray:
+    """int32[256]: the first token (in vocab order) of each single byte, -1 where none."""
     byte_ids = np.full(256, -1, dtype=np.int32)
-    for token, tid in vocab.items():
+    for _, tid in vocab.items():
         raw_token = id_to_bytes[tid]
         if len(raw_token) == 1 and byte_ids[raw_token[0]] < 0:
             byte_ids[raw_token[0]] = tid
-    return _flatten(id_to_bytes, model_ids, special_tokens, byte_ids, merge_rule, hf_merges,
-                    bool(model.get("ignore_merges", False)), pretok, path, sha256, dense=True)
+    return byte_ids
 
 
 def _flatten(id_to_bytes: dict, model_ids: set, special_tokens: dict, byte_ids: np.ndarray, merge_rule: str,
@@ -408,55 +441,89 @@ def _flatten(id_to_bytes: dict, model_ids: set, special_tokens: dict, byte_ids: 
     tokens); ``hf_merges``: (left, right, result) ids in rank order for the "hf" rule;
     ``dense``: refuse gaps in the ids (tiktoken's files have some between the last mergeable
     token and the special tokens: those ids get no bytes and are never emitted)."""
-    vocab_size = max(id_to_bytes) + 1 if id_to_bytes else 0
-    if dense and len(id_to_bytes) != vocab_size:
-        missing = next(i for i in range(vocab_size) if i not in id_to_bytes)
-        raise VocabError(f"tokenizer.json ids are not dense: id {missing} is missing below the largest id {vocab_size - 1}")
-    if vocab_size - 1 > tables.MAX_ID:
-        raise VocabError(f"vocabulary has {vocab_size} ids; fastenc supports at most {tables.MAX_ID + 1}")
-
-    token_offsets = np.zeros(vocab_size + 1, dtype=np.int64)
-    token_offsets[1:] = np.cumsum([len(id_to_bytes.get(i, b"")) for i in range(vocab_size)])
-    token_bytes = np.frombuffer(b"".join(id_to_bytes.get(i, b"") for i in range(vocab_size)), dtype=np.uint8).copy()
-
+    vocab_size = _vocab_size(id_to_bytes, dense)
+    token_bytes, token_offsets = _token_arrays(id_to_bytes, vocab_size)
     if (byte_ids < 0).any():
         missing = int(np.flatnonzero(byte_ids < 0)[0])
         raise VocabError(
             f"the vocabulary has no token for byte 0x{missing:02X}; byte-level BPE needs all 256 "
             "single-byte tokens (train with initial_alphabet=ByteLevel.alphabet())"
         )
-
-    # --- merges -------------------------------------------------------------------------
     # The tokens merges can make and whole-piece lookups can find: tiktoken keeps special tokens
     # out of its mergeable ranks (encode_ordinary never emits them); HF's model vocab has them.
     if merge_rule == "tiktoken":
         mergeable_ids = model_ids - set(special_tokens.values())
     else:
         mergeable_ids = model_ids
-    ids_of_bytes = {id_to_bytes[t]: t for t in sorted(mergeable_ids, reverse=True)}  # lowest id wins
     if merge_rule == "hf":
-        lefts = [m[0] for m in hf_merges]
-        rights = [m[1] for m in hf_merges]
-        ranks = np.arange(len(lefts), dtype=np.int64)
-        merge_result = np.asarray([m[2] for m in hf_merges], dtype=np.int32)
+        lefts, rights, ranks, merge_result = _hf_merge_arrays(hf_merges)
         whole_piece_lookup = ignore_merges
     else:
-        # tiktoken: every split of a token into two tokens is a merge, ranked by the token's id.
-        lefts, rights, ranks_list = [], [], []
-        for tid in sorted(mergeable_ids):
-            raw_token = id_to_bytes[tid]
-            for k in range(1, len(raw_token)):
-                left, right = ids_of_bytes.get(raw_token[:k]), ids_of_bytes.get(raw_token[k:])
-                if left is not None and right is not None:
-                    lefts.append(left)
-                    rights.append(right)
-                    ranks_list.append(tid)
-        ranks = np.asarray(ranks_list, dtype=np.int64)
-        merge_result = np.arange(vocab_size, dtype=np.int32)
+        lefts, rights, ranks, merge_result = _tiktoken_merge_arrays(id_to_bytes, mergeable_ids, vocab_size)
         whole_piece_lookup = True
     if len(ranks) and ranks.max() > tables.MAX_RANK:
         raise VocabError(f"{path} has {len(ranks)} merges; fastenc supports at most {tables.MAX_RANK}")
+    tables_ = _kernel_tables(byte_ids, lefts, rights, ranks, merge_result, token_bytes, token_offsets, mergeable_ids,
+                             merge_rule, whole_piece_lookup, pretok, vocab_size)
+    info = VocabInfo(
+        path=str(path),
+        sha256=sha256,
+        vocab_size=vocab_size,
+        merge_rule=merge_rule,
+        pretokenizer=PRETOKENIZER_NAMES[pretok],
+        special_tokens=special_tokens,
+        output_dtype=np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.uint32),
+    )
+    return tables_, info
 
+
+def _vocab_size(id_to_bytes: dict, dense: bool) -> int:
+    vocab_size = max(id_to_bytes) + 1 if id_to_bytes else 0
+    if dense and len(id_to_bytes) != vocab_size:
+        missing = next(i for i in range(vocab_size) if i not in id_to_bytes)
+        raise VocabError(f"tokenizer.json ids are not dense: id {missing} is missing below the largest id {vocab_size - 1}")
+    if vocab_size - 1 > tables.MAX_ID:
+        raise VocabError(f"vocabulary has {vocab_size} ids; fastenc supports at most {tables.MAX_ID + 1}")
+    return vocab_size
+
+
+def _token_arrays(id_to_bytes: dict, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every id's bytes, concatenated (uint8), and the int64[vocab_size + 1] offsets into them
+    (ids without bytes are empty)."""
+    token_offsets = np.zeros(vocab_size + 1, dtype=np.int64)
+    token_offsets[1:] = np.cumsum([len(id_to_bytes.get(i, b"")) for i in range(vocab_size)])
+    token_bytes = np.frombuffer(b"".join(id_to_bytes.get(i, b"") for i in range(vocab_size)), dtype=np.uint8).copy()
+    return token_bytes, token_offsets
+
+
+def _hf_merge_arrays(hf_merges: list) -> tuple[list, list, np.ndarray, np.ndarray]:
+    """HF rule: the merges as listed, ranked by their position; each has its own result id."""
+    lefts = [m[0] for m in hf_merges]
+    rights = [m[1] for m in hf_merges]
+    ranks = np.arange(len(lefts), dtype=np.int64)
+    merge_result = np.asarray([m[2] for m in hf_merges], dtype=np.int32)
+    return lefts, rights, ranks, merge_result
+
+
+def _tiktoken_merge_arrays(id_to_bytes: dict, mergeable_ids: set, vocab_size: int) -> tuple[list, list, np.ndarray, np.ndarray]:
+    """tiktoken rule: every split of a token into two tokens is a merge, ranked by the token's id
+    (the result of a merge is the id its rank names)."""
+    ids_of_bytes = {id_to_bytes[t]: t for t in sorted(mergeable_ids, reverse=True)}  # lowest id wins
+    lefts, rights, ranks_list = [], [], []
+    for tid in sorted(mergeable_ids):
+        raw_token = id_to_bytes[tid]
+        for k in range(1, len(raw_token)):
+            left, right = ids_of_bytes.get(raw_token[:k]), ids_of_bytes.get(raw_token[k:])
+            if left is not None and right is not None:
+                lefts.append(left)
+                rights.append(right)
+                ranks_list.append(tid)
+    return lefts, rights, np.asarray(ranks_list, dtype=np.int64), np.arange(vocab_size, dtype=np.int32)
+
+
+def _kernel_tables(byte_ids, lefts, rights, ranks, merge_result, token_bytes, token_offsets, mergeable_ids,
+                   merge_rule: str, whole_piece_lookup: bool, pretok: int, vocab_size: int) -> Vocab:
+    """The hash tables, the config vector and the segment tables the kernels take."""
     lefts_a = np.asarray(lefts, dtype=np.int64)
     rights_a = np.asarray(rights, dtype=np.int64)
     pair_table = tables.build_pair_table(lefts_a, rights_a, ranks.astype(np.int64), tables.table_capacity(len(lefts_a)))
@@ -479,14 +546,4 @@ def _flatten(id_to_bytes: dict, model_ids: set, special_tokens: dict, byte_ids: 
             # change its ids: skip the lookup (it costs three random reads per cache miss).
             config[cfg.WHOLE_PIECE_LOOKUP] = 0
     # Where long pieces may be cut (kernels/segments.py) depends on the tables built above.
-    tables_ = tables_._replace(joinable=segments.build_joinable(tables_, include, differs))
-    info = VocabInfo(
-        path=str(path),
-        sha256=sha256,
-        vocab_size=vocab_size,
-        merge_rule=merge_rule,
-        pretokenizer=PRETOKENIZER_NAMES[pretok],
-        special_tokens=special_tokens,
-        output_dtype=np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.uint32),
-    )
-    return tables_, info
+    return tables_._replace(joinable=segments.build_joinable(tables_, include, differs))

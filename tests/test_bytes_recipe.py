@@ -174,7 +174,8 @@ def test_same_file_twice_and_empty_documents_and_files(tmp_path):
 def test_empty_input_writes_only_meta(tmp_path):
     e = write_parquet(tmp_path / "e.parquet", [])
     meta = encode_and_check([e], tmp_path / "out", [], shard_bytes=10, val_every=2)
-    assert meta["documents"] == 0 and sorted(p.name for p in (tmp_path / "out").iterdir()) == ["meta.json"]
+    # no shard: only the manifest and the dataset card (docs/card.md)
+    assert meta["documents"] == 0 and sorted(p.name for p in (tmp_path / "out").iterdir()) == ["README.md", "meta.json"]
 
 
 def test_bytes_254_255_are_stripped_and_counted(tmp_path):

@@ -489,7 +489,7 @@ def test_rerun_policy(tmp_path):
     (out / "NOTES.txt").write_text("mine")
     summary = encode_gpt2([FIXTURE], out, part_tokens=10**9, buckets="b1", overwrite=True, quiet=True)
     assert (out / "NOTES.txt").read_text() == "mine"
-    assert sorted(p.name for p in out.iterdir()) == ["NOTES.txt", "b1_4096_8192", "summary.json", "summary.tsv"]
+    assert sorted(p.name for p in out.iterdir()) == ["NOTES.txt", "README.md", "b1_4096_8192", "summary.json", "summary.tsv"]
     assert sorted(p.name for p in (out / "b1_4096_8192").iterdir()) == ["part_00.bin", "part_00.idx.npy", "part_00.meta.json"]
     assert summary["buckets"]["b1_4096_8192"]["docs"] == 38
     assert verify_output(out)["ok"]
@@ -644,7 +644,8 @@ def test_cli_round_trip_and_verify(tmp_path):
                         "--part-tokens", "100k", "--threads", "1"], cwd=REPO, capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "" and "fastenc gpt2: 150 documents" in r.stderr and "b0 106/166,806 (dropped)" in r.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["b1_4096_8192", "b2_8192_16384", "b3_16384_32768", "summary.json", "summary.tsv"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "b1_4096_8192", "b2_8192_16384", "b3_16384_32768", "summary.json",
+                                                     "summary.tsv"]
     r = subprocess.run([sys.executable, "-m", "fastenc", "verify", str(out), "--source", str(FIXTURE)],
                        cwd=REPO, capture_output=True, text=True, env=env)
     assert r.returncode == 0 and "OK" in r.stderr and "fastenc-gpt2" in r.stderr, r.stderr
@@ -655,7 +656,7 @@ def test_empty_input_writes_only_the_summaries(tmp_path):
     z = write_docs(tmp_path / "z.parquet", ["", ""])
     out = tmp_path / "out"
     summary = encode_gpt2([e, z], out, quiet=True)
-    assert sorted(p.name for p in out.iterdir()) == ["summary.json", "summary.tsv"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "summary.json", "summary.tsv"]  # + the dataset card
     assert summary["total"] == {"docs": 0, "tokens": 0} and summary["empty_documents_skipped"] == 2
     assert (out / "summary.tsv").read_text().splitlines()[-1] == "total\t0\t0\t\t0"
     report = verify_output(out, [e, z])

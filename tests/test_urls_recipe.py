@@ -95,7 +95,7 @@ def example_out(tmp_path_factory):
 
 def test_example_shard_meets_the_card(example_out):
     out, meta = example_out
-    assert sorted(p.name for p in out.iterdir()) == ["tokenizer", "tokens-s00042.bin", "tokens-s00042.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "tokenizer", "tokens-s00042.bin", "tokens-s00042.json"]
     assert {"tokenizer.json", "tokenizer_config.json", "training_meta.json"} <= {p.name for p in (out / "tokenizer").iterdir()}
     assert (out / "tokenizer" / "tokenizer.json").read_bytes() == TOKENIZER_JSON.read_bytes()
     on_disk = assert_card_guarantees(out, 42, 64, source_urls(EXAMPLE))

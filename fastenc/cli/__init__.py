@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "bytes": ("fastenc.cli.bytes", "documents -> raw UTF-8 uint8 shards with 0xFE separators"),
     "verify": ("fastenc.cli.verify", "re-check a finished output directory from its files alone (and against its source)"),
     "decode": ("fastenc.cli.decode", "print the documents (or URLs) stored in any fastenc output, a directory or one bin"),
+    "card": ("fastenc.cli.card", "(re)write OUT/README.md, the dataset card of an output, from its files alone"),
     "encode": ("fastenc.cli.encode", "encode a text file (or stdin) and print the ids, or write them to -o DIR"),
     "warmup": ("fastenc.warmup", "compile every kernel into Numba's cache now (images, CI, cluster workers)"),
 }
@@ -54,6 +55,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    typed = list(argv)  # as the user typed it (recorded for the dataset card)
     if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-") and argv[0].endswith(".parquet"):
         argv.insert(0, "urls")
     parser = build_parser(argv[0] if argv else None)
@@ -62,6 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     module = importlib.import_module(args._module)
+    import os
+
+    from fastenc.run.lifecycle import COMMAND_ENV
+
+    outer = os.environ.get(COMMAND_ENV)
+    os.environ[COMMAND_ENV] = _command(typed)
     try:
         if args.command != "warmup":
             # First run on this machine: say so, and compile with a progress bar, before the
@@ -82,6 +90,20 @@ def main(argv: list[str] | None = None) -> int:
         # one line, whatever the message holds (an Arrow error may end in a newline)
         print("fastenc: error: " + "; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip()), file=sys.stderr)
         return exc.exit_code
+    finally:  # main() called in-process (tests) must not leak it into later API runs
+        if outer is None:
+            os.environ.pop(COMMAND_ENV, None)
+        else:
+            os.environ[COMMAND_ENV] = outer
+
+
+def _command(argv: list[str]) -> str:
+    """How this run was started, as the manifest's ``build`` records it for the dataset card
+    (``fastenc.run.lifecycle.COMMAND_ENV``): the arguments as typed, and the folder they are relative to."""
+    import json
+    import os
+
+    return json.dumps({"command": ["fastenc", *argv], "cwd": os.getcwd()})
 
 
 from fastenc.errors import FastencError  # noqa: E402  (kept light: no numba)

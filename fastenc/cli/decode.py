@@ -29,6 +29,10 @@ import numpy as np
 from fastenc.errors import InputError, UsageError
 
 _COUNT_STEP = 16 << 20
+# A URL shard is committed by its sidecar's rename (docs/atomic-output.md): a bin in an output
+# folder without its sidecar is what a run killed between the two renames leaves.
+_LEFTOVER = ("a run that never committed left it (a shard is complete only once its sidecar is there); "
+             "rerun the recipe for that shard, which deletes it")
 
 
 HELP = "print the documents (or URLs) stored in any fastenc output, a directory or one bin"
@@ -116,6 +120,9 @@ def _decode_dir(args, out: Path) -> None:
         for p in sorted(out.glob("tokens-s*.bin")):
             if budget.done():
                 return
+            if not p.with_suffix(".json").is_file():  # not committed: not part of the output
+                print(f"fastenc decode: skipping {p.name}: {_LEFTOVER}", file=sys.stderr)
+                continue
             _decode_url_bin(args, p, budget)
         return
     for p in _document_bins(out, fmt):
@@ -202,6 +209,8 @@ def _decode_url_bin(args, bin_path: Path, budget: _Budget) -> None:
     from fastenc.recipes.urls import iter_decoded
     from fastenc.url_canonical import canonical_bytes
 
+    if not bin_path.with_suffix(".json").is_file() and (bin_path.parent / "tokenizer").is_dir() and not args.tokenizer:
+        raise InputError(f"{bin_path} has no sidecar {bin_path.with_suffix('.json').name}: {_LEFTOVER}")
     size = bin_path.stat().st_size
     if size % 2:
         raise InputError(f"{bin_path} has an odd size ({size} bytes): it is not a uint16 token bin (or it is truncated)")

@@ -127,6 +127,46 @@ def thread_count(n: int | None) -> Iterator[None]:
         numba.set_num_threads(old)
 
 
+#: The command line of this run, JSON ``{"command": argv, "cwd": ...}``, when the CLI runs it
+#: (``fastenc.cli.main`` sets it; an environment variable, so that spawned workers see it too).
+#: ``publish`` records it in the manifest's ``build`` for the dataset card, never in the request:
+#: two spellings of one request (``--threads``, ``-q``) give the same output, and the
+#: finished-output check compares requests only.
+COMMAND_ENV = "FASTENC_COMMAND"
+
+
+def current_command() -> dict | None:
+    try:
+        command = json.loads(os.environ.get(COMMAND_ENV) or "null")
+    except ValueError:
+        return None
+    return command if isinstance(command, dict) else None
+
+
+def _holds(path: Path, manifest: dict) -> bool:
+    """Whether ``path`` is this very manifest (its commit happened)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) == manifest
+    except (OSError, ValueError):
+        return False
+
+
+def _refresh_shared_card(out: Path, fmt: str) -> None:
+    """After the commit into a shared ``OUT`` (urls): rewrite ``OUT/README.md`` from every shard
+    committed so far. The card is not part of the shard's commit (it describes all shards); a
+    failure here is one warning line, the shard itself is published (``fastenc card OUT`` redoes it)."""
+    from fastenc import card
+    from fastenc.errors import FastencError
+
+    try:
+        card.write(out)
+    except (OSError, FastencError) as exc:
+        import sys
+
+        print(f"fastenc: warning: the shard is published but {out / card.CARD} could not be rewritten ({exc}); "
+              f"run `fastenc card {out}`", file=sys.stderr)
+
+
 class Stats:
     """One run's timings and counters: ``with stats.time("encode"): ...``, ``stats.add("docs", n)``."""
 
@@ -174,6 +214,8 @@ class Run:
             self.done = self._prepare()
         except OSError as exc:
             raise output_error(exc, self.out) from exc
+        if self.done is not None and self.spec.mode == "into":  # a run killed after its commit had no card yet
+            _refresh_shared_card(self.out, self.spec.format)
         self._set_threads()
         return self
 
@@ -241,13 +283,24 @@ class Run:
         return self._stage
 
     def publish(self, manifest: dict) -> None:
-        """Write ``manifest`` into the stage and publish the whole output in one step."""
+        """Write ``manifest`` into the stage and publish the whole output in one step, with its
+        dataset card ``README.md`` (``fastenc.card``, made from the output's files alone)."""
+        from fastenc import card
+
         stage = self.stage
+        command = current_command()
+        if command is not None:  # how it was built, for the card; not in the request (see COMMAND_ENV)
+            manifest.setdefault("build", {}).update(command)
         stage.write_json(self.spec.manifest, manifest)
         if self.spec.mode == "folder":
+            card.write_staged(stage, self.spec.format)  # part of the output: it appears with the commit
             staging.publish_folder(stage, self.out, self.spec.is_own)
         else:
-            staging.publish_into(stage, self.out, self.spec.manifest, self.spec.shared, self.spec.leftovers)
+            try:
+                staging.publish_into(stage, self.out, self.spec.manifest, self.spec.shared, self.spec.leftovers)
+            finally:  # also when a step after the commit (the folder's fsync) failed
+                if _holds(self.out / self.spec.manifest, manifest):
+                    _refresh_shared_card(self.out, self.spec.format)
         self._stage = None
 
     # -- leaving ------------------------------------------------------------------------------

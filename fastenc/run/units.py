@@ -67,7 +67,7 @@ class WorkDir:
         """Create the folder, or resume it: refuse (or with ``overwrite`` discard) another request's."""
         old = self._stored_request()
         if old is not None and old != self.request:
-            if not overwrite:
+            if not overwrite and self._has_units():  # (with none finished, nothing is lost: start again)
                 raise InputError(f"{self.dir} holds the unfinished run of another request ({request_changes(old, self.request)}): "
                                  "rerun the same command to finish it, or pass --overwrite to start again")
             self.remove()
@@ -77,6 +77,9 @@ class WorkDir:
             self._create()
         staging.clean_stale(self.dir)  # spills being written by processes that are gone
         return self
+
+    def _has_units(self) -> bool:
+        return any(p.name.startswith("unit-") and "." not in p.name for p in self.dir.iterdir())
 
     def _stored_request(self) -> dict | None:
         try:

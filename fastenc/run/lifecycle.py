@@ -57,6 +57,9 @@ class OutputSpec:
     mode: str = "folder"
     leftovers: tuple[str, ...] = ()
     shared: tuple[str, ...] = ()
+    #: an extra check of a found output (``check(out, manifest) -> bool``), e.g. its data's hash:
+    #: a finished output is one whose files verify, not one whose manifest exists
+    check: Callable[[Path, dict], bool] | None = None
 
 
 def make_request(recipe: str, sources: Sequence[os.PathLike | str], options: dict, tokenizer_sha256: str | None = None) -> dict:
@@ -103,6 +106,8 @@ def finished_same(out: Path, spec: OutputSpec, request: dict) -> dict | None:
             p = out / rel
             if not p.is_file() or (size is not None and p.stat().st_size != size):
                 return None
+        if spec.check is not None and not spec.check(out, manifest):
+            return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return manifest

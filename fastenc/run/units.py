@@ -160,6 +160,9 @@ def _init_worker(threads: int) -> None:
     # Ctrl-C goes to the whole process group: the parent alone reports it (one line) and stops
     # the workers; a worker printing its own traceback would bury that line.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from fastenc.run import faults
+
+    faults.install_from_env()  # a drill's or a test's fault, in this worker (docs/atomic-output.md)
     import numba
 
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))

@@ -152,3 +152,46 @@ def test_a_changed_request_is_refused_naming_what_changed(inputs, tmp_path):
         encode_bytes(paths, out, shard_bytes=3000, quiet=True)
     meta = encode_bytes(paths, out, shard_bytes=4000, overwrite=True, quiet=True)
     assert meta["shard_bytes"] == 4000 and not Path(str(out) + WORK_SUFFIX).exists()
+
+
+# ----------------------------------------------------------------------------------------------
+# datatrove (the [dist] extra; CI installs it with the test extra)
+# ----------------------------------------------------------------------------------------------
+
+OPTIONS = {"urls": {"num_shards": NUM_SHARDS}, "gpt2": {"part_tokens": 20_000, "decode_every": 7},
+           "bytes": {"shard_bytes": 3000, "val_every": 5}}
+
+
+def _datatrove():
+    if os.environ.get("CI"):  # the test extra has datatrove: never skip there
+        import fastenc.datatrove as dt
+
+        return dt
+    return pytest.importorskip("fastenc.datatrove")
+
+
+def _datatrove_steps(name, inputs, out):
+    dt = _datatrove()
+    maps = {"urls": dt.UrlsMap, "gpt2": dt.Gpt2Map, "bytes": dt.BytesMap}
+    return maps[name](inputs[name], out, **OPTIONS[name]), dt.Finalize(name, inputs[name], out, **OPTIONS[name])
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_datatrove_local_executor_gives_the_one_process_bytes(name, inputs, reference, tmp_path):
+    map_step, finalize = _datatrove_steps(name, inputs, tmp_path / "out")
+    from datatrove.executor import LocalPipelineExecutor
+
+    LocalPipelineExecutor([map_step], tasks=4, workers=2, logging_dir=str(tmp_path / "logs-map")).run()
+    LocalPipelineExecutor([finalize], tasks=1, logging_dir=str(tmp_path / "logs-final")).run()
+    assert tree(tmp_path / "out") == reference[name]
+
+
+def test_datatrove_finalize_refuses_a_missing_unit(inputs, tmp_path):
+    """A map task that did not finish (a failed Ray task can still exit 0) stops the finalize step."""
+    from fastenc.run.units import MissingUnits
+
+    map_step, finalize = _datatrove_steps("bytes", inputs, tmp_path / "out")
+    list(map_step.run(None, rank=1, world_size=2))  # rank 0 never ran
+    with pytest.raises(MissingUnits, match=r"2 of 4 units have no verified output .*units 0, 2"):
+        list(finalize.run(None, rank=0, world_size=1))
+    assert not (tmp_path / "out").exists()

@@ -30,7 +30,8 @@ from fastenc.errors import FastencError, InputError
 from fastenc.run import staging
 from fastenc.run.lifecycle import request_changes
 
-__all__ = ["WORK_SUFFIX", "UNIT_MANIFEST", "WorkDir", "work_dir_of", "file_xxh3", "map_units", "worker_threads"]
+__all__ = ["WORK_SUFFIX", "UNIT_MANIFEST", "WorkDir", "work_dir_of", "file_xxh3", "map_units", "map_phase", "run_unit",
+           "worker_threads", "read_blocks", "missing_units", "MissingUnits"]
 
 WORK_SUFFIX = ".fastenc-work"
 UNIT_MANIFEST = "unit.json"
@@ -63,8 +64,11 @@ class WorkDir:
         self.dir = work_dir_of(out)
         self.request = request
 
-    def open(self, overwrite: bool = False) -> "WorkDir":
-        """Create the folder, or resume it: refuse (or with ``overwrite`` discard) another request's."""
+    def open(self, overwrite: bool = False, clean: bool = True) -> "WorkDir":
+        """Create the folder, or resume it: refuse (or with ``overwrite`` discard) another request's.
+
+        ``clean``: delete the temporaries of processes that are gone; ranks of a cluster job pass
+        False (a process of another machine looks gone from here), the final step cleans up."""
         old = self._stored_request()
         if old is not None and old != self.request:
             if not overwrite and self._has_units():  # (with none finished, nothing is lost: start again)
@@ -75,7 +79,8 @@ class WorkDir:
             self.remove()  # no request.json: a folder whose creation was interrupted
         if not self.dir.exists():
             self._create()
-        staging.clean_stale(self.dir)  # spills being written by processes that are gone
+        if clean:
+            staging.clean_stale(self.dir)  # spills being written by processes that are gone
         return self
 
     def _has_units(self) -> bool:
@@ -92,7 +97,12 @@ class WorkDir:
         stage = staging.Stage(tmp)
         stage.write_json(REQUEST, self.request)
         stage.finish()
-        os.replace(tmp, self.dir)
+        try:
+            os.rename(tmp, self.dir)
+        except OSError:  # another rank created it first (the same request, checked next)
+            stage.discard()
+            if self._stored_request() != self.request:
+                raise
 
     def unit_dir(self, i: int) -> Path:
         return self.dir / f"unit-{i:05d}"
@@ -131,6 +141,15 @@ class WorkDir:
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> "WorkDir":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        """A run that fails before any unit finished leaves nothing behind (nothing to resume)."""
+        if exc_type is not None and self.dir.is_dir() and not self._has_units():
+            self.remove()
+        return False
 
     def remove_if_same(self) -> None:
         """After publication: the spills of this request are no longer needed (a run killed
@@ -182,21 +201,23 @@ def _env(name: str, value: str):
             os.environ[name] = old
 
 
-def map_units(task: Callable[[int], object], todo: Sequence[int], *, workers: int, threads: int, bar=None) -> None:
+def map_units(task: Callable[[int], object], todo: Sequence[int], *, workers: int, threads: int, bar=None) -> dict:
     """Run ``task(i)`` for every unit ``i`` in ``todo``: here when ``workers == 1``, else on
     ``workers`` spawned processes of ``threads`` Numba threads each (``task`` must pickle).
 
     ``bar`` (a progress bar over units) is advanced as units finish, in any order. A worker that
     fails stops the phase with its error; one that dies (``kill -9``, out of memory) stops it with
-    one line saying that a rerun resumes. Finished units stay finished either way.
+    one line saying that a rerun resumes. Finished units stay finished either way. Returns
+    ``{i: task(i)}``.
     """
+    results = {}
     if workers == 1 or len(todo) <= 1:
         for i in todo:
-            task(i)
+            results[i] = task(i)
             if bar is not None:
                 bar.update(1)
-        return
-    _map_on_pool(task, todo, workers, threads, bar)
+        return results
+    return _map_on_pool(task, todo, workers, threads, bar)
 
 
 def _map_on_pool(task, todo, workers: int, threads: int, bar) -> None:
@@ -208,11 +229,13 @@ def _map_on_pool(task, todo, workers: int, threads: int, bar) -> None:
         pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx, initializer=_init_worker,
                                       initargs=(threads,))
         try:
-            futures = [pool.submit(task, i) for i in todo]
+            futures = {pool.submit(task, i): i for i in todo}
+            results = {}
             for f in cf.as_completed(futures):
-                f.result()
+                results[futures[f]] = f.result()
                 if bar is not None:
                     bar.update(1)
+            return results
         except cf.process.BrokenProcessPool:
             raise WorkerDied("a worker process died (killed, or out of memory): the units it finished are kept; "
                              "rerun the same command to finish the others") from None
@@ -263,18 +286,15 @@ def map_phase(work: WorkDir, task: Callable[[int], object], n_units: int, *, wor
     workers start (each would otherwise compile them on its own)."""
     from fastenc.progress import progress
 
-    todo = [i for i in range(n_units) if work.finished(i) is None]
+    results = {i: work.finished(i) for i in range(n_units)}  # each spill re-read and checked once
+    todo = [i for i, r in results.items() if r is None]
     if workers > 1 and len(todo) > 1:
         _compile_once(family, quiet)
     with progress(n_units, unit="file", desc=desc, quiet=quiet, unit_scale=False) as bar:
         bar.update(n_units - len(todo))
-        map_units(task, todo, workers=workers, threads=worker_threads(workers, threads), bar=bar)
-    results = [work.finished(i) for i in range(n_units)]
-    bad = [i for i, r in enumerate(results) if r is None]
-    if bad:
-        raise InputError(f"the spill of unit {bad[0]} in {work.dir} does not verify after it was written "
-                         "(is the disk full or failing?): rerun the same command to redo it")
-    return results
+        # a new spill's files were hashed from disk by its commit (after fsync): that is its check
+        results.update(map_units(task, todo, workers=workers, threads=worker_threads(workers, threads), bar=bar))
+    return [results[i] for i in range(n_units)]
 
 
 def _compile_once(family: str, quiet: bool) -> None:
@@ -306,3 +326,17 @@ def read_blocks(path: Path, csum, itemsize: int, block_items: int = 8 << 20):
                 raise InputError(f"{path}: the spill is shorter than its manifest says: rerun to redo this unit")
             yield s, e, view
             s = e
+
+
+class MissingUnits(FastencError):
+    """The final step of a distributed run found units without a verified spill."""
+
+
+def missing_units(units: Sequence[int], done: Callable[[int], bool], where: str) -> None:
+    """Raise ``MissingUnits`` unless ``done(i)`` for every unit: the final step of a distributed
+    run must not trust the scheduler's completion markers (a failed Ray task can exit 0)."""
+    missing = [i for i in units if not done(i)]
+    if missing:
+        shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")
+        raise MissingUnits(f"{len(missing)} of {len(units)} units have no verified output in {where} (units {shown}): "
+                           "a map task failed or was cut short; rerun the map step (its finished units are kept)")

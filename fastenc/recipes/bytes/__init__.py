@@ -253,26 +253,36 @@ def encode_bytes(
     docs/scale.md); an interrupted run resumes where it stopped. The output does not depend on
     ``batch_bytes``, ``threads`` or ``workers``.
     """
-    _check_options(shard_bytes, val_every, batch_bytes, workers)
-    paths = resolve_inputs(as_input_list(inputs))
-    infos = inspect_inputs(paths, column, candidates=None if column else TEXT_CANDIDATES, allow_binary=True, skip_nulls=skip_nulls)
-    options = {"column": column, "shard_bytes": shard_bytes, "val_every": val_every, "skip_nulls": skip_nulls}
-    request = make_request("bytes", paths, options)
+    job = plan_bytes(inputs, out_dir, column=column, shard_bytes=shard_bytes, val_every=val_every, batch_bytes=batch_bytes,
+                     skip_nulls=skip_nulls, workers=workers)
+    request, infos = job.request, job.infos
     with Run(OUTPUT, out_dir, request, overwrite=overwrite, threads=threads) as run:
         if run.done is not None:
             WorkDir(run.out, request).remove_if_same()
             summary_line(f"fastenc bytes: {run.out} already holds this output (meta.json matches); nothing to do", quiet=quiet)
             return run.done
         work = WorkDir(run.out, request).open(overwrite)
-        job = _Job(os.fspath(run.out), request, infos, batch_bytes, skip_nulls)
-        results = map_phase(work, functools.partial(map_unit, job), len(infos), workers=workers, threads=threads,
-                            family="bytes", desc="bytes", quiet=quiet)
-        counts, splits = _reduce(run, work, results, shard_bytes, val_every, quiet)
-        meta = _meta(column, counts, splits, infos, shard_bytes, val_every, request)
-        run.publish(meta)
+        with work:  # a failure before any unit finished removes it
+            results = map_phase(work, functools.partial(map_unit, job), len(infos), workers=workers, threads=threads,
+                                family="bytes", desc="bytes", quiet=quiet)
+            counts, splits = _reduce(run, work, results, shard_bytes, val_every, quiet)
+            meta = _meta(column, counts, splits, infos, shard_bytes, val_every, request)
+            run.publish(meta)
         work.remove()
     _print_summary(run, meta, quiet)
     return meta
+
+
+def plan_bytes(inputs, out_dir, *, column: str | None = None, shard_bytes: int = DEFAULT_SHARD_BYTES,
+               val_every: int = DEFAULT_VAL_EVERY, batch_bytes: int = DEFAULT_BATCH_BYTES, skip_nulls: bool = False,
+               workers: int = 1) -> _Job:
+    """The checked request of a run and what its map units need (``encode_bytes`` and the
+    ``fastenc.datatrove`` steps share it, so that they agree on the request)."""
+    _check_options(shard_bytes, val_every, batch_bytes, workers)
+    paths = resolve_inputs(as_input_list(inputs))
+    infos = inspect_inputs(paths, column, candidates=None if column else TEXT_CANDIDATES, allow_binary=True, skip_nulls=skip_nulls)
+    options = {"column": column, "shard_bytes": shard_bytes, "val_every": val_every, "skip_nulls": skip_nulls}
+    return _Job(os.fspath(out_dir), make_request("bytes", paths, options), infos, batch_bytes, skip_nulls)
 
 
 def _check_options(shard_bytes: int, val_every: int, batch_bytes: int, workers: int) -> None:

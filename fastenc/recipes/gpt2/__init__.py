@@ -179,9 +179,39 @@ def encode_gpt2(
     encoding the input files (map phase, docs/scale.md); an interrupted run resumes where it
     stopped; the output does not depend on it.
     """
+    job = plan_gpt2(inputs, out_dir, column=column, buckets=buckets, part_tokens=part_tokens, count_column=count_column,
+                    decode_every=decode_every, batch_bytes=batch_bytes, skip_nulls=skip_nulls, encoding=encoding,
+                    pattern=pattern, workers=workers)
+    enc, fmt = _ENCODINGS[(job.encoding, job.pattern)]
+    with Run(OUTPUT, out_dir, job.request, overwrite=overwrite, threads=threads) as run:
+        if run.done is not None:
+            WorkDir(run.out, job.request).remove_if_same()
+            summary_line(f"fastenc gpt2: {run.out} already holds this output (summary.json matches); nothing to do", quiet=quiet)
+            return run.done
+        work = WorkDir(run.out, job.request).open(overwrite)
+        with work:  # a failure before any unit finished removes it
+            results = map_phase(work, functools.partial(map_unit, job), len(job.src.infos), workers=workers, threads=threads,
+                                family="gpt2", desc="gpt2", quiet=quiet)
+            ctx = _context(enc, fmt, job.src, job.count_column)
+            writers, tally = _reduce(run, work, results, job.kept, part_tokens, ctx, quiet)
+            summary = _summary(writers, tally, job.kept, ctx, part_tokens, decode_every, job.request)
+            run.stage.write_text(SUMMARY_TSV, summary_tsv(summary))
+            run.publish(summary)
+        work.remove()
+    _print_summary(run, summary, tally, quiet)
+    return summary
+
+
+def plan_gpt2(inputs, out_dir, *, column=None, buckets=None, part_tokens: int = DEFAULT_PART_TOKENS,
+              count_column: str | None = DEFAULT_COUNT_COLUMN, decode_every: int = DEFAULT_DECODE_EVERY,
+              batch_bytes: int = DEFAULT_BATCH_BYTES, skip_nulls: bool = False, encoding: str = TOKENIZER,
+              pattern: str | None = None, workers: int = 1) -> "_Job":
+    """The checked request of a run and what its map units need (``encode_gpt2`` and the
+    ``fastenc.datatrove`` steps share it, so that they agree on the request)."""
     _check_options(part_tokens, decode_every, batch_bytes, workers)
     kept = parse_buckets(buckets)
     enc, fmt = _load_encoding(encoding, pattern)
+    _ENCODINGS[(fmt.tokenizer, pattern)] = (enc, fmt)  # loaded once per process
     if fmt.tokenizer != TOKENIZER and count_column == DEFAULT_COUNT_COLUMN:
         count_column = None  # gpt2_tokens counts GPT-2 tokens: it cannot check another encoding
     src = _open_sources(inputs, column, count_column, skip_nulls)
@@ -190,24 +220,8 @@ def encode_gpt2(
     request = make_request("gpt2", src.paths, options, enc.sha256)
     if fmt.tokenizer != TOKENIZER:  # (a gpt2 request, and so its summary, is unchanged)
         request["encoding"] = [fmt.tokenizer, fmt.pattern]
-    with Run(OUTPUT, out_dir, request, overwrite=overwrite, threads=threads) as run:
-        if run.done is not None:
-            WorkDir(run.out, request).remove_if_same()
-            summary_line(f"fastenc gpt2: {run.out} already holds this output (summary.json matches); nothing to do", quiet=quiet)
-            return run.done
-        work = WorkDir(run.out, request).open(overwrite)
-        _ENCODINGS[(fmt.tokenizer, pattern)] = (enc, fmt)  # the one-process run loads it once
-        job = _Job(os.fspath(run.out), request, src, kept, fmt.tokenizer, pattern, decode_every, batch_bytes, skip_nulls)
-        results = map_phase(work, functools.partial(map_unit, job), len(src.infos), workers=workers, threads=threads,
-                            family="gpt2", desc="gpt2", quiet=quiet)
-        ctx = _context(enc, fmt, src, count_column)
-        writers, tally = _reduce(run, work, results, kept, part_tokens, ctx, quiet)
-        summary = _summary(writers, tally, kept, ctx, part_tokens, decode_every, request)
-        run.stage.write_text(SUMMARY_TSV, summary_tsv(summary))
-        run.publish(summary)
-        work.remove()
-    _print_summary(run, summary, tally, quiet)
-    return summary
+    return _Job(os.fspath(out_dir), request, src, kept, fmt.tokenizer, pattern, decode_every, batch_bytes, skip_nulls,
+                count_column)
 
 
 def _load_encoding(encoding: str, pattern: str | None):
@@ -291,6 +305,7 @@ class _Job(NamedTuple):
     decode_every: int
     batch_bytes: int
     skip_nulls: bool
+    count_column: str | None
 
 
 _ENCODINGS: dict = {}  # per process: (encoding, pattern) -> (Encoder, TokenFormat), loaded once

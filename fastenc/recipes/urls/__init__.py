@@ -235,6 +235,13 @@ def _output(shard: int) -> OutputSpec:
     )
 
 
+def _shard_request(path: Path, tokenizer_sha256: str, column: str, shard: int, num_shards: int, shard_check: bool,
+                   skip_nulls: bool) -> dict:
+    """What one shard's run was asked to do (its sidecar's ``request``)."""
+    options = {"column": column, "shard": shard, "num_shards": num_shards, "shard_check": shard_check, "skip_nulls": skip_nulls}
+    return make_request("urls", [path], options, tokenizer_sha256)
+
+
 def _source_rows(p: _Pass, idx: np.ndarray) -> np.ndarray:
     return p.rows[idx] if p.rows is not None else idx
 
@@ -292,8 +299,7 @@ def encode_shard(
     path, shard = _check_shard_args(path, shard, num_shards, chunk_urls)
     enc, tok_src = _load_tokenizer(tokenizer)
     _open_column(path, column)  # a missing or non-text column fails before anything else
-    options = {"column": column, "shard": shard, "num_shards": num_shards, "shard_check": shard_check, "skip_nulls": skip_nulls}
-    request = make_request("urls", [path], options, enc.sha256)
+    request = _shard_request(path, enc.sha256, column, shard, num_shards, shard_check, skip_nulls)
     with Run(_output(shard), out_dir, request, overwrite=overwrite, threads=threads) as run:
         if run.done is not None:
             summary_line(f"fastenc urls: {run.out / bin_name(shard)} already holds this output (its sidecar matches); "
@@ -344,6 +350,22 @@ def _shard_index(path: Path, shard: int | None) -> int:
         return shard
     found = shard_from_name(path)
     return 0 if found is None else found
+
+
+def shards_missing(paths, out_dir: str | os.PathLike, *, shard: int | None = None, **options) -> list[int]:
+    """The indices of ``paths`` whose shard is not finished in ``out_dir`` with these options
+    (no sidecar of this very request, or a bin that does not verify)."""
+    from fastenc.run import finished_same
+
+    enc, _ = _load_tokenizer(options.get("tokenizer", "urls"))
+    missing = []
+    for i, path in enumerate(resolve_inputs([os.fspath(p) for p in paths])):
+        k = _shard_index(path, shard)
+        request = _shard_request(path, enc.sha256, options.get("column", "url"), k, options.get("num_shards", DEFAULT_NUM_SHARDS),
+                                 options.get("shard_check", True), options.get("skip_nulls", False))
+        if finished_same(Path(out_dir), _output(k), request) is None:
+            missing.append(i)
+    return missing
 
 
 def _encode_unit(paths: list, out_dir: str, shard, options: dict, quiet: bool, i: int, threads: int | None = None) -> dict:

@@ -195,3 +195,20 @@ def test_datatrove_finalize_refuses_a_missing_unit(inputs, tmp_path):
     with pytest.raises(MissingUnits, match=r"2 of 4 units have no verified output .*units 0, 2"):
         list(finalize.run(None, rank=0, world_size=1))
     assert not (tmp_path / "out").exists()
+
+
+def test_datatrove_ray_executor_gives_the_one_process_bytes(inputs, reference, tmp_path):
+    """The [dist] extra's Ray (not in the test extra: a large install): skipped where ray is absent."""
+    ray = pytest.importorskip("ray")
+    dt = _datatrove()
+    from datatrove.executor import RayPipelineExecutor
+
+    out = tmp_path / "out"
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        step = dt.BytesMap(inputs["bytes"], out, threads=1, **OPTIONS["bytes"])
+        RayPipelineExecutor([step], tasks=4, cpus_per_task=1, logging_dir=str(tmp_path / "logs")).run()
+    finally:
+        ray.shutdown()
+    dt.Finalize("bytes", inputs["bytes"], out, **OPTIONS["bytes"]).units.finalize()
+    assert tree(out) == reference["bytes"]

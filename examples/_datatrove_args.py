@@ -13,13 +13,22 @@ def parse(description: str, extra=None):
     p.add_argument("inputs", nargs="+", help="parquet files or globs, in dataset order")
     p.add_argument("--tasks", type=int, default=4, help="map tasks (each encodes every tasks-th input file)")
     p.add_argument("--logs", default="datatrove-logs", help="datatrove's logging folder (completion markers, stats)")
-    p.add_argument("--num-shards", type=int, default=None, help="urls: shards in the corpus")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of the recipe's Python function, e.g. shard_bytes=3000 or num_shards=2048 (repeatable)")
     if extra:
         extra(p)
     args = p.parse_args()
     args.files = [f for pattern in args.inputs for f in (sorted(glob.glob(pattern)) or [pattern])]
-    args.options = {"num_shards": args.num_shards} if args.recipe == "urls" and args.num_shards else {}
+    args.options = dict(_option(text) for text in args.option)
     return args
+
+
+def _option(text: str) -> tuple:
+    key, _, value = text.partition("=")
+    try:
+        return key.replace("-", "_"), int(value)
+    except ValueError:
+        return key.replace("-", "_"), {"true": True, "false": False}.get(value.lower(), value)
 
 
 def map_step(args, threads: int):

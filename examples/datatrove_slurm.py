@@ -1,6 +1,6 @@
 """A whole dataset on a Slurm cluster with datatrove's SlurmPipelineExecutor.
 
-    python examples/datatrove_slurm.py urls /shared/OUT '/shared/urls/part-*.parquet' --num-shards 2048 \
+    python examples/datatrove_slurm.py urls /shared/OUT '/shared/urls/part-*.parquet' --option num_shards=2048 \
         --tasks 512 --partition cpu --cpus 64 --venv /shared/venv
 
 One array job of ``--tasks`` map tasks (each encodes every tasks-th input file on ``--cpus``

@@ -24,7 +24,7 @@ def add_arguments(p) -> None:
                    help=f"column of expected token counts, compared for every document when present (default: {DEFAULT_COUNT_COLUMN})")
     p.add_argument("--no-count-check", action="store_true", help="do not compare token counts with a count column")
     p.add_argument("--decode-every", type=o.positive_int, default=DEFAULT_DECODE_EVERY,
-                   help="decode every N-th document of each bucket (and each part's first) back from disk and compare "
+                   help="decode every N-th document of each bucket (counted within each input file) back from disk and compare "
                         f"it with the source (default: {DEFAULT_DECODE_EVERY}; 1: every document)")
     o.add_skip_nulls(p)
     o.add_batch_bytes(p, DEFAULT_BATCH_BYTES)

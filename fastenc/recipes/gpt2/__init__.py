@@ -29,8 +29,8 @@ Checks done by the run, recorded in every ``meta.json`` (any failure stops the r
 naming the document; nothing appears under a final name):
 
 - every document's token count against the ``gpt2_tokens`` column, when the input has one;
-- a deterministic sample (each part's first document and every ``decode_every``-th document of
-  each bucket) is read back from the part file, decoded and compared byte for byte with the source;
+- a deterministic sample (every ``decode_every``-th document of each bucket, counted within each
+  input file) is read back from the file's spill, decoded and compared byte for byte with the source;
 - each finished part is re-read from disk: ``len(bin) == idx[-1]``, ``idx[0] == 0``, ``idx``
   strictly increasing, every document length inside the bucket's range, ``max(id) < 50257``,
   and the bytes read equal the bytes written (xxh3).
@@ -162,7 +162,7 @@ def encode_gpt2(
     buckets to write (``"b1,b2,b3"``; default all), the others are counted and dropped.
     ``count_column``: the column of expected token counts, compared for every document of
     every file that has it (None: no comparison). ``decode_every``: every N-th document of each
-    bucket (and each part's first) is decoded back from disk and compared with its source.
+    bucket (counted within each input file) is decoded back from disk and compared with its source.
     ``threads``: Numba threads for the encoder (default: all). ``encoding``: ``"gpt2"`` (the
     card's), ``"cl100k_base"``, ``"o200k_base"``, or the path of a tokenizer.json or of a
     ``.tiktoken`` rank file (then ``pattern`` names its split); ids are stored as uint16 when every

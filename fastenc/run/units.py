@@ -228,8 +228,9 @@ def _map_on_pool(task, todo, workers: int, threads: int, bar) -> None:
     with _env("NUMBA_NUM_THREADS", str(threads)):
         pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx, initializer=_init_worker,
                                       initargs=(threads,))
+        futures: dict = {}
         try:
-            futures = {pool.submit(task, i): i for i in todo}
+            futures.update({pool.submit(task, i): i for i in todo})
             results = {}
             for f in cf.as_completed(futures):
                 results[futures[f]] = f.result()
@@ -240,7 +241,7 @@ def _map_on_pool(task, todo, workers: int, threads: int, bar) -> None:
             raise WorkerDied("a worker process died (killed, or out of memory): the units it finished are kept; "
                              "rerun the same command to finish the others") from None
         except BaseException:
-            for f in futures if "futures" in locals() else ():
+            for f in futures:
                 f.cancel()
             _stop(pool)
             raise

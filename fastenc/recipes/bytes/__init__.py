@@ -18,10 +18,12 @@ Output format (``meta.json`` ``"format": "fastenc-bytes"``, see docs/bytes.md)::
   and is readable on its own, and is at most ``shard_bytes`` long unless it holds one single
   document longer than that.
 
-The work is one pass: each Arrow batch's value buffer is packed with its separators by one
-kernel call into a reusable buffer, and the runs of that buffer are written straight to the
-shard files (temporary names; renamed when the whole run succeeded, ``meta.json`` last).
-Memory is a few batches (``batch_bytes``), whatever the input size.
+The work is map/reduce over the input files (docs/scale.md). Map: each file's Arrow batches
+are packed with their separators by one kernel call each into a reusable buffer and appended to
+the file's spill (the packed documents and their sizes), on any worker, in any order. Reduce:
+the spills, in input order, are routed to the splits by the val rule (global document index)
+and cut into shards (staged; the whole output appears in one rename, ``meta.json`` in it).
+Memory is a few batches (``batch_bytes``) and one 8 MB reduce block, whatever the input size.
 """
 from __future__ import annotations
 

@@ -8,10 +8,11 @@
   (``?v=k``), in the source's SURT order (so the BPE caches see real neighbourhoods), and each
   copy goes to the shard its xxh3 names (``(h * shards) >> 64``): real shards of a
   ``--shards``-shard corpus, which ``fastenc urls --num-shards`` checks.
-- GPT-2: the docs corpus cut into 8 files, recipe defaults.
+- GPT-2: the docs corpus (``--doc-copies`` times over) cut into 8 files, recipe defaults.
 
 For each recipe and worker count: wall seconds of the whole run (warm kernel cache, the
-command's own spawn and start-up included), the map phase, and the rest (the reduce and the
+command's own spawn and start-up included), CPU seconds (this process and its workers: on a
+shared machine the wall time follows the load, the CPU time much less), the map phase, and the rest (the reduce and the
 publication; for urls, each shard publishes itself: no reduce). Every run's output is compared
 byte for byte with the 1-worker run. Prints one table (paste it into bench/RESULTS.md).
 """
@@ -54,8 +55,9 @@ def make_url_shards(src: Path, folder: Path, shards: int, copies: int) -> list[P
     return paths
 
 
-def make_doc_files(src: Path, folder: Path, n: int) -> list[Path]:
+def make_doc_files(src: Path, folder: Path, n: int, copies: int) -> list[Path]:
     t = pq.read_table(src)
+    t = pa.concat_tables([t] * copies)  # a bigger corpus (the encoder's caches make the copies cheaper)
     folder.mkdir(parents=True, exist_ok=True)
     bounds = np.linspace(0, t.num_rows, n + 1).astype(int)
     paths = []
@@ -75,7 +77,7 @@ def digest(root: Path) -> str:
     return h.hexdigest()
 
 
-def timed_run(recipe: str, paths, out: Path, workers: int, shards: int) -> dict:
+def timed_run(recipe: str, paths, out: Path, workers: int, shards: int, threads: int | None) -> dict:
     """One run; returns wall seconds of the whole and of its map phase."""
     from fastenc.recipes.bytes import encode_bytes  # noqa: F401
     from fastenc.recipes.gpt2 import encode_gpt2
@@ -97,21 +99,29 @@ def timed_run(recipe: str, paths, out: Path, workers: int, shards: int) -> dict:
     import fastenc.recipes.urls as urls_mod
 
     urls_mod.map_units = timed_map  # urls imported the name
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _cpu()
     try:
         if recipe == "urls":
             if workers == 1:  # the one-process path calls encode_shard in a loop, not map_units
                 t = time.perf_counter()
-                encode_shards(paths, out, num_shards=shards, quiet=True)
+                encode_shards(paths, out, num_shards=shards, threads=threads, quiet=True)
                 phases["map"] = time.perf_counter() - t
             else:
-                encode_shards(paths, out, num_shards=shards, workers=workers, quiet=True)
+                encode_shards(paths, out, num_shards=shards, workers=workers, threads=threads, quiet=True)
         else:
-            encode_gpt2(paths, out, workers=workers, quiet=True)
+            encode_gpt2(paths, out, workers=workers, threads=threads, quiet=True)
     finally:
         units.map_units = urls_mod.map_units = real
-    total = time.perf_counter() - t0
-    return {"total": total, "map": phases["map"], "rest": total - phases["map"], "digest": digest(out)}
+    total, cpu = time.perf_counter() - t0, _cpu() - cpu0
+    return {"total": total, "cpu": cpu, "map": phases["map"], "rest": total - phases["map"], "digest": digest(out)}
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its finished children (the pool's workers are joined)."""
+    import resource
+
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                   resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def main() -> None:
@@ -119,8 +129,9 @@ def main() -> None:
     p.add_argument("--urls", type=Path, default=SHARED / "urls" / "urls.parquet")
     p.add_argument("--docs", type=Path, default=SHARED / "text" / "docs.parquet")
     p.add_argument("--shards", type=int, default=8, help="a power of two")
-    p.add_argument("--copies", type=int, default=13)
-    p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--copies", type=int, default=13, help="copies of each URL (13: 8 shards of ~1.03 M URLs)")
+    p.add_argument("--doc-copies", type=int, default=1, help="copies of the docs corpus cut into the 8 gpt2 files")
+    p.add_argument("--workers", type=int, nargs="+", default=[2], help="worker counts to run besides one process")
     p.add_argument("--work", type=Path, default=Path("/tmp/fastenc-bench-scale"))
     p.add_argument("--only", choices=["urls", "gpt2"], default=None)
     args = p.parse_args()
@@ -132,15 +143,21 @@ def main() -> None:
     if args.only in (None, "urls"):
         inputs["urls"] = make_url_shards(args.urls, args.work / "urls-in", args.shards, args.copies)
     if args.only in (None, "gpt2"):
-        inputs["gpt2"] = make_doc_files(args.docs, args.work / "docs-in", 8)
-    print("recipe | files | rows per file | workers | wall s | map s | reduce+publish s | reduce share | speed-up | identical")
+        inputs["gpt2"] = make_doc_files(args.docs, args.work / "docs-in", 8, args.doc_copies)
+    import numba
+
+    cores = numba.config.NUMBA_NUM_THREADS
+    # (workers, threads per worker): one process on one core, on every core (the default), then N processes
+    plans = [(1, 1), (1, cores)] + [(w, max(1, cores // w)) for w in args.workers if w > 1]
+    print("recipe | files | rows per file | workers x threads | wall s | CPU s | map s | reduce+publish s | reduce share | "
+          "speed-up vs 1x1 | identical")
     for recipe, paths in inputs.items():
         rows = int(np.mean([pq.ParquetFile(x).metadata.num_rows for x in paths]))
         base = None
-        for w in args.workers:
-            r = timed_run(recipe, paths, args.work / f"out-{recipe}-{w}", w, args.shards)
+        for w, t in plans:
+            r = timed_run(recipe, paths, args.work / f"out-{recipe}-{w}x{t}", w, args.shards, t)
             base = base or r
-            print(f"{recipe} | {len(paths)} | {rows:,} | {w} | {r['total']:.1f} | {r['map']:.1f} | {r['rest']:.1f} | "
+            print(f"{recipe} | {len(paths)} | {rows:,} | {w} x {t} | {r['total']:.1f} | {r['cpu']:.1f} | {r['map']:.1f} | {r['rest']:.1f} | "
                   f"{r['rest'] / r['total']:.1%} | {base['total'] / r['total']:.2f}x | {r['digest'] == base['digest']}", flush=True)
 
 

@@ -40,7 +40,11 @@ class _Units:
     def __init__(self, recipe: str, inputs: Sequence, output: str, options: dict):
         if recipe not in RECIPES:
             raise ValueError(f"unknown recipe {recipe!r}: choose from {', '.join(RECIPES)}")
-        self.recipe, self.inputs, self.output, self.options = recipe, [os.fspath(p) for p in inputs], os.fspath(output), options
+        from fastenc.arrow_io import as_input_list, resolve_inputs
+
+        # folders and globs resolved once, here, so that every rank splits the same list of files
+        self.inputs = [os.fspath(p) for p in resolve_inputs(as_input_list(inputs))]
+        self.recipe, self.output, self.options = recipe, os.fspath(output), options
 
     def _job(self):
         if self.recipe == "bytes":
@@ -59,10 +63,10 @@ class _Units:
             from fastenc.recipes.urls import _encode_unit, shards_missing
 
             opts = _without(self.options, "quiet", "threads", "shard")
-            for i in shards_missing(self.inputs, self.output, **opts):
-                if i % world_size == rank:
-                    _encode_unit(self.inputs, self.output, None, opts, True, i, threads=self.options.get("threads"))
-                    step.stat_update("units_mapped")
+            mine = range(rank, len(self.inputs), world_size)
+            for i in shards_missing(self.inputs, self.output, indices=mine, **opts):
+                _encode_unit(self.inputs, self.output, None, opts, True, i, threads=self.options.get("threads"))
+                step.stat_update("units_mapped")
             return
         from fastenc.run.units import WorkDir
 

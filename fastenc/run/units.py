@@ -183,8 +183,10 @@ def _init_worker(threads: int) -> None:
 
     faults.install_from_env()  # a drill's or a test's fault, in this worker (docs/atomic-output.md)
     import numba
+    import pyarrow
 
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    pyarrow.set_cpu_count(threads)  # parquet decoding too: N workers share the cores, not N x cores
 
 
 @contextlib.contextmanager
@@ -220,7 +222,7 @@ def map_units(task: Callable[[int], object], todo: Sequence[int], *, workers: in
     return _map_on_pool(task, todo, workers, threads, bar)
 
 
-def _map_on_pool(task, todo, workers: int, threads: int, bar) -> None:
+def _map_on_pool(task, todo, workers: int, threads: int, bar) -> dict:
     import concurrent.futures as cf
     import multiprocessing
 

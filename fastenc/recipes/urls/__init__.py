@@ -352,14 +352,16 @@ def _shard_index(path: Path, shard: int | None) -> int:
     return 0 if found is None else found
 
 
-def shards_missing(paths, out_dir: str | os.PathLike, *, shard: int | None = None, **options) -> list[int]:
-    """The indices of ``paths`` whose shard is not finished in ``out_dir`` with these options
-    (no sidecar of this very request, or a bin that does not verify)."""
+def shards_missing(paths, out_dir: str | os.PathLike, *, indices=None, shard: int | None = None, **options) -> list[int]:
+    """The indices of ``paths`` (those in ``indices``, default all) whose shard is not finished in
+    ``out_dir`` with these options (no sidecar of this very request, or a bin that does not verify)."""
     from fastenc.run import finished_same
 
     enc, _ = _load_tokenizer(options.get("tokenizer", "urls"))
+    paths = resolve_inputs([os.fspath(p) for p in paths])
     missing = []
-    for i, path in enumerate(resolve_inputs([os.fspath(p) for p in paths])):
+    for i in range(len(paths)) if indices is None else indices:
+        path = paths[i]
         k = _shard_index(path, shard)
         request = _shard_request(path, enc.sha256, options.get("column", "url"), k, options.get("num_shards", DEFAULT_NUM_SHARDS),
                                  options.get("shard_check", True), options.get("skip_nulls", False))

@@ -84,12 +84,12 @@ class _Units:
         from fastenc.run.units import WorkDir, missing_units
 
         if self.recipe == "urls":
-            from fastenc.recipes.urls import encode_shards, shards_missing
+            from fastenc.recipes.urls import read_sidecars, shards_missing
 
             opts = _without(self.options, "quiet", "threads", "shard")
-            missing = set(shards_missing(self.inputs, self.output, **opts))
+            missing = set(shards_missing(self.inputs, self.output, **opts))  # every sidecar, and its bin's xxh3
             missing_units(range(len(self.inputs)), lambda i: i not in missing, self.output)
-            return encode_shards(self.inputs, self.output, quiet=True, **opts)
+            return read_sidecars(self.inputs, self.output)  # each shard published itself: nothing to reduce
         job, n, _ = self._job()
         work = WorkDir(self.output, job.request)
         if not _published(self.recipe, self.inputs, self.output, self.options):

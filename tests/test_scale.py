@@ -212,3 +212,17 @@ def test_datatrove_ray_executor_gives_the_one_process_bytes(inputs, reference, t
         ray.shutdown()
     dt.Finalize("bytes", inputs["bytes"], out, **OPTIONS["bytes"]).units.finalize()
     assert tree(out) == reference["bytes"]
+
+
+def test_request_changes_names_inputs_options_and_tokenizer():
+    from fastenc.run.lifecycle import request_changes
+
+    old = {"recipe": "gpt2", "sources": [["/d/a.parquet", 10, 1], ["/d/b.parquet", 20, 2]], "options": {"part_tokens": 5},
+           "tokenizer_sha256": "aa", "fastenc_version": "0.1.0"}
+    assert request_changes(old, old) == "nothing visible changed"
+    new = {**old, "sources": [["/d/a.parquet", 10, 1], ["/d/b.parquet", 21, 3]]}
+    assert request_changes(old, new) == "input b.parquet changed (size or mtime)"
+    new = {**old, "sources": old["sources"][:1]}
+    assert request_changes(old, new) == "input files: 2 -> 1 files or another order"
+    new = {**old, "options": {"part_tokens": 6}, "tokenizer_sha256": "bb"}
+    assert request_changes(old, new) == "option part_tokens: 5 -> 6; tokenizer (sha256): 'aa' -> 'bb'"

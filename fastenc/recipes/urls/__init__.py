@@ -341,6 +341,12 @@ def encode_shards(paths, out_dir: str | os.PathLike, *, workers: int = 1, thread
     _prepare_shared(paths[0], out_dir, options, quiet)
     with progress(len(paths), unit="shard", desc="urls", quiet=quiet, unit_scale=False) as bar:
         map_units(task, range(len(paths)), workers=workers, threads=worker_threads(workers, threads), bar=bar)
+    return read_sidecars(paths, out_dir, shard)
+
+
+def read_sidecars(paths, out_dir: str | os.PathLike, shard: int | None = None) -> list[dict]:
+    """The sidecars of the shards of ``paths`` in ``out_dir``, in input order (as written)."""
+    paths = resolve_inputs([os.fspath(p) for p in paths])
     return [json.loads((Path(out_dir) / sidecar_name(_shard_index(p, shard))).read_text(encoding="utf-8")) for p in paths]
 
 

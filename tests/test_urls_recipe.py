@@ -106,7 +106,7 @@ def test_example_shard_meets_the_card(example_out):
     assert meta["tokenizer_sha256"] == __import__("hashlib").sha256(TOKENIZER_JSON.read_bytes()).hexdigest()
     assert meta["vocab_size"] == 8192 and meta["irreversible_urls"] == 0
     assert meta["verified"]["mismatches"] == 0 and meta["verified"]["urls_checked"] == 3000
-    assert set(meta["build"]["seconds"]) >= {"read", "hash", "sort", "encode", "write", "verify", "total"}
+    assert "build" not in meta and meta["verified"]["samples_read_back"] >= 0  # no timings: reruns are byte-identical
 
 
 def test_verify_accepts_the_recipe_output(example_out):

@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             prepare(args.command, args)
         return int(module.run(args) or 0)
     except KeyboardInterrupt:
-        print("fastenc: interrupted; nothing was published (a rerun starts over)", file=sys.stderr)
+        print("fastenc: interrupted; nothing was published (rerun the same command: it resumes from the files "
+              "already encoded)", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `fastenc decode ... | head`: the reader left, not an error
         import os

@@ -19,6 +19,7 @@ def add_arguments(p) -> None:
     o.add_skip_nulls(p)
     o.add_batch_bytes(p, DEFAULT_BATCH_BYTES)
     o.add_threads(p)
+    o.add_workers(p)
     o.add_overwrite(p, "a previous output in OUT (files that are not bytes output are kept)")
     o.add_quiet_json(p, "print meta.json as JSON on stdout")
 
@@ -27,7 +28,7 @@ def run(args) -> int:
     from fastenc.recipes.bytes import encode_bytes
 
     meta = encode_bytes(args.inputs, args.out, column=args.column, shard_bytes=args.shard_bytes, val_every=args.val_every,
-                        batch_bytes=args.batch_bytes, skip_nulls=args.skip_nulls, threads=args.threads, overwrite=args.overwrite, quiet=args.quiet)
+                        batch_bytes=args.batch_bytes, skip_nulls=args.skip_nulls, threads=args.threads, workers=args.workers, overwrite=args.overwrite, quiet=args.quiet)
     if args.json:
         o.print_json(meta)
     return 0

@@ -24,11 +24,12 @@ def add_arguments(p) -> None:
                    help=f"column of expected token counts, compared for every document when present (default: {DEFAULT_COUNT_COLUMN})")
     p.add_argument("--no-count-check", action="store_true", help="do not compare token counts with a count column")
     p.add_argument("--decode-every", type=o.positive_int, default=DEFAULT_DECODE_EVERY,
-                   help="decode every N-th document of each bucket (and each part's first) back from disk and compare "
+                   help="decode every N-th document of each bucket (counted within each input file) back from disk and compare "
                         f"it with the source (default: {DEFAULT_DECODE_EVERY}; 1: every document)")
     o.add_skip_nulls(p)
     o.add_batch_bytes(p, DEFAULT_BATCH_BYTES)
     o.add_threads(p)
+    o.add_workers(p)
     o.add_overwrite(p, "a previous output in OUT (files that are not gpt2 output are kept)")
     o.add_quiet_json(p, "print summary.json as JSON on stdout")
 
@@ -38,7 +39,7 @@ def run(args) -> int:
 
     summary = encode_gpt2(args.inputs, args.out, column=args.column, buckets=args.buckets, part_tokens=args.part_tokens,
                           count_column=None if args.no_count_check else args.count_column, decode_every=args.decode_every,
-                          batch_bytes=args.batch_bytes, skip_nulls=args.skip_nulls, threads=args.threads, overwrite=args.overwrite, quiet=args.quiet,
+                          batch_bytes=args.batch_bytes, skip_nulls=args.skip_nulls, threads=args.threads, workers=args.workers, overwrite=args.overwrite, quiet=args.quiet,
                           encoding=args.encoding, pattern=args.pattern)
     if args.json:
         o.print_json(summary)

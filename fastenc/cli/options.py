@@ -16,7 +16,7 @@ import argparse
 import re
 
 __all__ = ["parse_size", "size_arg", "positive_int", "add_out", "add_tokenizer", "add_column", "add_threads",
-           "add_batch_bytes", "add_quiet_json", "add_overwrite", "add_skip_nulls", "print_json"]
+           "add_batch_bytes", "add_workers", "add_quiet_json", "add_overwrite", "add_skip_nulls", "print_json"]
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?i?[bB]?)\s*$")
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
@@ -73,6 +73,13 @@ def add_column(p, default_text: str) -> None:
 
 def add_threads(p) -> None:
     p.add_argument("--threads", type=positive_int, default=None, help="Numba threads (default: every core; the output does not depend on it)")
+
+
+def add_workers(p, units: str = "input files") -> None:
+    p.add_argument("--workers", type=positive_int, default=1,
+                   help=f"processes encoding {units} at once (default: 1, which uses every core); each gets "
+                        "cores/N threads (--threads caps it); an interrupted run resumes: rerun the same command "
+                        "(docs/scale.md); the output does not depend on it")
 
 
 def add_batch_bytes(p, default: int) -> None:

@@ -22,24 +22,18 @@ def add_arguments(p) -> None:
     p.add_argument("--chunk-urls", type=o.positive_int, default=DEFAULT_CHUNK_URLS,
                    help="URLs gathered and written per chunk (memory; the output does not depend on it)")
     o.add_threads(p)
+    o.add_workers(p, "shards")
     o.add_overwrite(p, "an earlier output of the same shard in OUT")
     o.add_quiet_json(p, "print the sidecar(s) as JSON on stdout")
 
 
 def run(args) -> int:
-    from fastenc.arrow_io import resolve_inputs
-    from fastenc.errors import UsageError
-    from fastenc.recipes.urls import encode_shard
+    from fastenc.recipes.urls import encode_shards
 
-    paths = resolve_inputs(args.inputs)
-    if args.shard is not None and len(paths) > 1:
-        raise UsageError(f"--shard names one shard but {len(paths)} files were given: pass one file, or name them part-NNNNN")
-    metas = [
-        encode_shard(path, args.out, column=args.column, shard=args.shard, num_shards=args.num_shards,
-                     shard_check=args.shard_check, skip_nulls=args.skip_nulls, tokenizer=args.tokenizer,
-                     chunk_urls=args.chunk_urls, threads=args.threads, overwrite=args.overwrite, quiet=args.quiet)
-        for path in paths
-    ]
+    metas = encode_shards(args.inputs, args.out, workers=args.workers, threads=args.threads, quiet=args.quiet, shard=args.shard,
+                          column=args.column, num_shards=args.num_shards, shard_check=args.shard_check,
+                          skip_nulls=args.skip_nulls, tokenizer=args.tokenizer, chunk_urls=args.chunk_urls,
+                          overwrite=args.overwrite)
     if args.json:
         o.print_json(metas[0] if len(metas) == 1 else metas)
     return 0

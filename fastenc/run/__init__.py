@@ -1,5 +1,6 @@
 """The run skeleton shared by every recipe (see ``lifecycle`` and ``staging``, and
-docs/atomic-output.md for the publication rule)."""
+docs/atomic-output.md for the publication rule); ``units``: map/reduce over input files, the
+spills, resume and ``--workers`` (docs/scale.md)."""
 from fastenc.run import faults
 from fastenc.run.lifecycle import OutputSpec, Run, Stats, finished_same, make_request, output_error
 from fastenc.run.staging import Stage, StagedFile, clean_stale, publish_folder, publish_into

@@ -13,6 +13,11 @@ process to simulate a full disk, Ctrl-C or ``kill -9`` at exactly that point::
 ``ops``: ``"mkdir"``, ``"write"``, ``"fsync"``, ``"rename"``. The hook is process-wide (the
 URL recipe writes its bin from a background thread) and is meant for tests and drills, not
 for production runs.
+
+Worker processes (``--workers N``, ``fastenc.run.units``) cannot be reached by ``inject``: each
+installs the hook named by the environment variable ``FASTENC_FAULT=OP:N:ACTION`` when it
+starts (``install_from_env``), e.g. ``rename:2:kill``: the worker kills itself with SIGKILL at
+its 2nd rename. ACTION: ``kill`` (SIGKILL), ``interrupt`` (KeyboardInterrupt), ``enospc``.
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterator
 
-__all__ = ["OPS", "inject", "step", "FailAt", "Recorder"]
+__all__ = ["OPS", "inject", "step", "FailAt", "Recorder", "install_from_env", "ENV"]
 
 OPS = ("mkdir", "write", "fsync", "rename")
 
@@ -83,3 +88,23 @@ class FailAt:
         if isinstance(self.exc, BaseException):
             raise self.exc
         self.exc()
+
+
+ENV = "FASTENC_FAULT"
+
+
+def _kill_self() -> None:
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def install_from_env() -> None:
+    """Install the hook named by ``FASTENC_FAULT=OP:N:ACTION`` (see the module docstring), if set."""
+    global _hook
+    spec = os.environ.get(ENV)
+    if not spec:
+        return
+    op, n, action = spec.split(":")
+    actions = {"kill": _kill_self, "interrupt": KeyboardInterrupt(), "enospc": OSError(28, "No space left on device")}
+    _hook = FailAt(int(n), actions[action], ops=(op,))

@@ -29,7 +29,7 @@ from typing import Callable, Iterator, Sequence
 from fastenc.errors import InputError, OutputError, UsageError
 from fastenc.run import staging
 
-__all__ = ["OutputSpec", "Run", "Stats", "make_request", "finished_same", "output_error"]
+__all__ = ["OutputSpec", "Run", "Stats", "make_request", "request_changes", "finished_same", "output_error"]
 
 #: errno values that mean "the output side failed" (disk, permissions, file system)
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG,
@@ -57,6 +57,9 @@ class OutputSpec:
     mode: str = "folder"
     leftovers: tuple[str, ...] = ()
     shared: tuple[str, ...] = ()
+    #: an extra check of a found output (``check(out, manifest) -> bool``), e.g. its data's hash:
+    #: a finished output is one whose files verify, not one whose manifest exists
+    check: Callable[[Path, dict], bool] | None = None
 
 
 def make_request(recipe: str, sources: Sequence[os.PathLike | str], options: dict, tokenizer_sha256: str | None = None) -> dict:
@@ -73,6 +76,26 @@ def make_request(recipe: str, sources: Sequence[os.PathLike | str], options: dic
     return json.loads(json.dumps(request))  # the form it has once read back from the manifest
 
 
+def request_changes(old: dict, new: dict) -> str:
+    """What differs between two requests, in a few words: ``"option shard_bytes: 3000 -> 4000"``."""
+    changes = []
+    old_src = {s[0]: s[1:] for s in old.get("sources", [])}
+    new_src = {s[0]: s[1:] for s in new.get("sources", [])}
+    if list(old_src) != list(new_src):
+        changes.append(f"input files: {len(old_src)} -> {len(new_src)} files or another order")
+    for path in new_src:
+        if path in old_src and old_src[path] != new_src[path]:
+            changes.append(f"input {os.path.basename(path)} changed (size or mtime)")
+    opts_old, opts_new = old.get("options", {}), new.get("options", {})
+    for key in sorted(set(opts_old) | set(opts_new)):
+        if opts_old.get(key) != opts_new.get(key):
+            changes.append(f"option {key}: {opts_old.get(key)!r} -> {opts_new.get(key)!r}")
+    for key in sorted((set(old) | set(new)) - {"sources", "options"}):
+        if old.get(key) != new.get(key):
+            changes.append(f"{key}: {old.get(key)!r} -> {new.get(key)!r}".replace("tokenizer_sha256", "tokenizer (sha256)"))
+    return "; ".join(changes[:3]) + ("; ..." if len(changes) > 3 else "") if changes else "nothing visible changed"
+
+
 def finished_same(out: Path, spec: OutputSpec, request: dict) -> dict | None:
     """The manifest if ``out`` already holds the complete output of this very request."""
     try:
@@ -83,6 +106,8 @@ def finished_same(out: Path, spec: OutputSpec, request: dict) -> dict | None:
             p = out / rel
             if not p.is_file() or (size is not None and p.stat().st_size != size):
                 return None
+        if spec.check is not None and not spec.check(out, manifest):
+            return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return manifest
@@ -262,8 +287,14 @@ class Run:
             return
         if not self.overwrite:
             names = " / ".join(self.spec.leftovers + (self.spec.manifest,))
-            raise InputError(f"{out} already holds another output of {names} (from another request): "
+            raise InputError(f"{out} already holds another output of {names} ({self._changes(manifest)}): "
                              "pass --overwrite to replace it, or choose another directory")
+
+    def _changes(self, manifest: Path) -> str:
+        try:
+            return "another request: " + request_changes(json.loads(manifest.read_text(encoding="utf-8"))["request"], self.request)
+        except (OSError, ValueError, KeyError, TypeError):
+            return "from another request"
 
     def _set_threads(self) -> None:
         if self.threads is not None:

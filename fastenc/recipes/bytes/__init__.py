@@ -18,17 +18,20 @@ Output format (``meta.json`` ``"format": "fastenc-bytes"``, see docs/bytes.md)::
   and is readable on its own, and is at most ``shard_bytes`` long unless it holds one single
   document longer than that.
 
-The work is one pass: each Arrow batch's value buffer is packed with its separators by one
-kernel call into a reusable buffer, and the runs of that buffer are written straight to the
-shard files (temporary names; renamed when the whole run succeeded, ``meta.json`` last).
-Memory is a few batches (``batch_bytes``), whatever the input size.
+The work is map/reduce over the input files (docs/scale.md). Map: each file's Arrow batches
+are packed with their separators by one kernel call each into a reusable buffer and appended to
+the file's spill (the packed documents and their sizes), on any worker, in any order. Reduce:
+the spills, in input order, are routed to the splits by the val rule (global document index)
+and cut into shards (staged; the whole output appears in one rename, ``meta.json`` in it).
+Memory is a few batches (``batch_bytes``) and one 8 MB reduce block, whatever the input size.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 import xxhash
@@ -37,6 +40,7 @@ from fastenc.arrow_io import as_input_list, check_batch_bytes, inspect_inputs, i
 from fastenc.errors import InputError, UsageError
 from fastenc.run import OutputSpec, Run, make_request
 from fastenc.run.parts import CappedParts, reread_xxh3
+from fastenc.run.units import WorkDir, map_phase, read_blocks, run_unit
 from fastenc.progress import format_bytes, format_rate, progress, summary_line
 
 __all__ = ["encode_bytes", "verify_output", "is_val", "shard_name", "val_rule_text", "FORMAT", "FORMAT_VERSION",
@@ -212,6 +216,16 @@ def _load_kernels_in_background() -> threading.Thread:
     return thread
 
 
+class _Job(NamedTuple):
+    """What a map worker needs to pack one input file (pickled to worker processes)."""
+
+    out: str
+    request: dict
+    infos: list
+    batch_bytes: int
+    skip_nulls: bool
+
+
 def encode_bytes(
     inputs: Sequence[str | os.PathLike],
     out_dir: str | os.PathLike,
@@ -222,6 +236,7 @@ def encode_bytes(
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     skip_nulls: bool = False,
     threads: int | None = None,
+    workers: int = 1,
     overwrite: bool = False,
     quiet: bool = False,
 ) -> dict:
@@ -236,57 +251,113 @@ def encode_bytes(
     sizes and mtimes, same options and fastenc version) nothing is done and its meta is returned;
     otherwise a non-empty ``out_dir`` is refused unless ``overwrite``, which replaces the previous
     output (files that are not train_*/val_*/meta.json are kept). The whole output appears in one
-    step (docs/atomic-output.md). The output does not depend on ``batch_bytes`` or ``threads``.
+    step (docs/atomic-output.md). ``workers``: processes packing the input files (map phase,
+    docs/scale.md); an interrupted run resumes where it stopped. The output does not depend on
+    ``batch_bytes``, ``threads`` or ``workers``.
     """
-    if shard_bytes < 1:
-        raise UsageError(f"--shard-bytes must be at least 1 (got {shard_bytes})")
-    if val_every < 0:
-        raise UsageError(f"--val-every must be 0 (no val split) or positive (got {val_every})")
-    check_batch_bytes(batch_bytes)
-    paths = resolve_inputs(as_input_list(inputs))
-    infos = inspect_inputs(paths, column, candidates=None if column else TEXT_CANDIDATES, allow_binary=True, skip_nulls=skip_nulls)
-    options = {"column": column, "shard_bytes": shard_bytes, "val_every": val_every, "skip_nulls": skip_nulls}
-    request = make_request("bytes", paths, options)
+    job = plan_bytes(inputs, out_dir, column=column, shard_bytes=shard_bytes, val_every=val_every, batch_bytes=batch_bytes,
+                     skip_nulls=skip_nulls, workers=workers)
+    request, infos = job.request, job.infos
     with Run(OUTPUT, out_dir, request, overwrite=overwrite, threads=threads) as run:
         if run.done is not None:
+            WorkDir(run.out, request).remove_if_same()
             summary_line(f"fastenc bytes: {run.out} already holds this output (meta.json matches); nothing to do", quiet=quiet)
             return run.done
-        counts, splits = _write_shards(run, paths, infos, column, shard_bytes, val_every, batch_bytes, skip_nulls, quiet)
-        meta = _meta(column, counts, splits, infos, shard_bytes, val_every, request)
-        run.publish(meta)
+        work = WorkDir(run.out, request).open(overwrite)
+        with work:  # a failure before any unit finished removes it
+            results = map_phase(work, functools.partial(map_unit, job), len(infos), workers=workers, threads=threads,
+                                family="bytes", desc="bytes", quiet=quiet)
+            counts, splits = _reduce(run, work, results, shard_bytes, val_every, quiet)
+            meta = _meta(column, counts, splits, infos, shard_bytes, val_every, request)
+            run.publish(meta)
+        work.remove()
     _print_summary(run, meta, quiet)
     return meta
 
 
-def _write_shards(run, paths, infos, column, shard_bytes, val_every, batch_bytes, skip_nulls, quiet) -> tuple[dict, dict]:
-    """The one pass: pack each batch and route its documents to the split writers (staged files)."""
+def plan_bytes(inputs, out_dir, *, column: str | None = None, shard_bytes: int = DEFAULT_SHARD_BYTES,
+               val_every: int = DEFAULT_VAL_EVERY, batch_bytes: int = DEFAULT_BATCH_BYTES, skip_nulls: bool = False,
+               workers: int = 1) -> _Job:
+    """The checked request of a run and what its map units need (``encode_bytes`` and the
+    ``fastenc.datatrove`` steps share it, so that they agree on the request)."""
+    _check_options(shard_bytes, val_every, batch_bytes, workers)
+    paths = resolve_inputs(as_input_list(inputs))
+    infos = inspect_inputs(paths, column, candidates=None if column else TEXT_CANDIDATES, allow_binary=True, skip_nulls=skip_nulls)
+    options = {"column": column, "shard_bytes": shard_bytes, "val_every": val_every, "skip_nulls": skip_nulls}
+    return _Job(os.fspath(out_dir), make_request("bytes", paths, options), infos, batch_bytes, skip_nulls)
+
+
+def _check_options(shard_bytes: int, val_every: int, batch_bytes: int, workers: int) -> None:
+    if shard_bytes < 1:
+        raise UsageError(f"--shard-bytes must be at least 1 (got {shard_bytes})")
+    if val_every < 0:
+        raise UsageError(f"--val-every must be 0 (no val split) or positive (got {val_every})")
+    if workers < 1:
+        raise UsageError(f"--workers must be at least 1 (got {workers})")
+    check_batch_bytes(batch_bytes)
+
+
+# ----------------------------------------------------------------------------------------------
+# Map: one input file -> its spill (the packed documents and their sizes)
+# ----------------------------------------------------------------------------------------------
+
+_COUNTS = ("documents", "stripped_bytes", "documents_with_stripped_bytes", "source_text_bytes", "invalid_utf8_documents",
+           "null_documents_skipped")
+_SPILL_DOCS = "docs.bin"  # every document packed with its separator, in file order
+_SPILL_SIZES = "sizes.i64"  # little-endian int64: each document's packed size
+
+
+def map_unit(job: _Job, i: int) -> dict:
+    """Pack input file ``i`` into its spill (``fastenc.run.units``); returns its counts."""
+    return run_unit(WorkDir(job.out, job.request), i, lambda stage: _pack_file(job, job.infos[i], stage))
+
+
+def _pack_file(job: _Job, info, stage) -> dict:
     kernels_loading = _load_kernels_in_background()
-    counts = {"documents": 0, "stripped_bytes": 0, "documents_with_stripped_bytes": 0, "source_text_bytes": 0,
-              "invalid_utf8_documents": 0}
+    counts = dict.fromkeys(_COUNTS, 0)
     buf = np.empty(0, np.uint8)
+    docs, sizes = stage.open(_SPILL_DOCS), stage.open(_SPILL_SIZES)
+    for batch in iter_string_batches([info.path], info.column, batch_bytes=job.batch_bytes, allow_binary=True,
+                                     skip_nulls=job.skip_nulls):
+        if batch.num_rows == 0:
+            continue
+        kernels_loading.join()
+        buf, packed, csum, stripped = _pack_batch(batch.data, batch.offsets, buf)
+        counts["invalid_utf8_documents"] += invalid_utf8_count(batch.data, batch.offsets)
+        if stripped is not None:
+            counts["stripped_bytes"] += int(stripped.sum())
+            counts["documents_with_stripped_bytes"] += int(np.count_nonzero(stripped))
+        docs.file.write(packed.data)
+        sizes.file.write(np.diff(csum).astype("<i8").data)
+        counts["documents"] += batch.num_rows
+        counts["source_text_bytes"] += batch.data.size
+    counts["null_documents_skipped"] = info.num_rows - counts["documents"] if job.skip_nulls else 0
+    if counts["documents"] + counts["null_documents_skipped"] != info.num_rows:
+        raise InputError(f"{info.path} gave {counts['documents']} documents but its footer announces {info.num_rows}: "
+                         "did the file change while it was read?")
+    return counts
+
+
+# ----------------------------------------------------------------------------------------------
+# Reduce: the spills, in input order, routed to the splits and cut into shards (I/O only)
+# ----------------------------------------------------------------------------------------------
+
+
+def _reduce(run, work: WorkDir, results: list, shard_bytes: int, val_every: int, quiet: bool) -> tuple[dict, dict]:
     writers = {s: _SplitWriter(s, run.stage, shard_bytes) for s in SPLITS}
-    with progress(sum(i.column_bytes for i in infos), unit="B", desc="bytes", quiet=quiet) as bar:
-        for batch in iter_string_batches(paths, column, batch_bytes=batch_bytes, allow_binary=True,
-                                         candidates=None if column else TEXT_CANDIDATES, skip_nulls=skip_nulls):
-            if batch.num_rows == 0:
-                continue
-            kernels_loading.join()
-            buf, packed, csum, stripped = _pack_batch(batch.data, batch.offsets, buf)
-            counts["invalid_utf8_documents"] += invalid_utf8_count(batch.data, batch.offsets)
-            if stripped is not None:
-                counts["stripped_bytes"] += int(stripped.sum())
-                counts["documents_with_stripped_bytes"] += int(np.count_nonzero(stripped))
-            _route(writers, packed, csum, counts["documents"], val_every)
-            counts["documents"] += batch.num_rows
-            counts["source_text_bytes"] += batch.data.size
-            bar.update(batch.data.size)
-        bar.total = bar.n
-        bar.refresh()
-    announced = sum(i.num_rows for i in infos)
-    counts["null_documents_skipped"] = announced - counts["documents"] if skip_nulls else 0
-    if counts["documents"] + counts["null_documents_skipped"] != announced:
-        raise InputError(f"the inputs gave {counts['documents']} documents but their footers announce {announced}: "
-                         "a file changed while it was read?")
+    first = 0  # the global index of the unit's first document: the val rule counts over all inputs
+    with progress(sum(r["documents"] for r in results), unit="doc", desc="shards", quiet=quiet) as bar:
+        for i, _ in enumerate(results):
+            d = work.unit_dir(i)
+            sizes = np.fromfile(d / _SPILL_SIZES, dtype="<i8")
+            csum = np.zeros(sizes.size + 1, np.int64)
+            np.cumsum(sizes, out=csum[1:])
+            for s, e, data in read_blocks(d / _SPILL_DOCS, csum, 1):
+                packed = np.frombuffer(data, np.uint8)
+                _route(writers, packed, csum[s : e + 1] - csum[s], first + s, val_every)
+                bar.update(e - s)
+            first += sizes.size
+    counts = {k: sum(r[k] for r in results) for k in _COUNTS}
     return counts, {s: w.finish() for s, w in writers.items()}
 
 

@@ -29,8 +29,8 @@ Checks done by the run, recorded in every ``meta.json`` (any failure stops the r
 naming the document; nothing appears under a final name):
 
 - every document's token count against the ``gpt2_tokens`` column, when the input has one;
-- a deterministic sample (each part's first document and every ``decode_every``-th document of
-  each bucket) is read back from the part file, decoded and compared byte for byte with the source;
+- a deterministic sample (every ``decode_every``-th document of each bucket, counted within each
+  input file) is read back from the file's spill, decoded and compared byte for byte with the source;
 - each finished part is re-read from disk: ``len(bin) == idx[-1]``, ``idx[0] == 0``, ``idx``
   strictly increasing, every document length inside the bucket's range, ``max(id) < 50257``,
   and the bytes read equal the bytes written (xxh3).
@@ -41,6 +41,7 @@ in ``gpt2.parts`` and ``fastenc verify``'s checks in ``gpt2.verify`` (re-exporte
 """
 from __future__ import annotations
 
+import functools
 import os
 from typing import NamedTuple, Sequence
 
@@ -51,6 +52,7 @@ from fastenc.arrow_io import as_input_list, check_batch_bytes, inspect_inputs, r
 from fastenc.errors import UsageError, VerificationError
 from fastenc.progress import format_bytes, format_rate, progress, summary_line
 from fastenc.run import OutputSpec, Run, make_request
+from fastenc.run.units import WorkDir, map_phase, run_unit
 # The format's names are re-exported here too: ``fastenc.recipes.gpt2`` stays the one import
 # for callers (tests, bench, ``fastenc verify``, which calls ``verify_output`` from this module).
 from fastenc.recipes.gpt2.format import (  # noqa: F401  (re-exports)
@@ -76,7 +78,7 @@ from fastenc.recipes.gpt2.format import (  # noqa: F401  (re-exports)
     summary_tsv,
     token_format,
 )
-from fastenc.recipes.gpt2.parts import Batch, BucketWriter
+from fastenc.recipes.gpt2.parts import Batch, BucketSpill, BucketWriter
 from fastenc.recipes.gpt2.source import Prefetch, count_column_of, describe_document, iter_source
 from fastenc.recipes.gpt2.verify import verify_output  # noqa: F401  (re-export: fastenc verify calls it here)
 
@@ -125,7 +127,9 @@ def _open_sources(inputs, column, count_column, skip_nulls: bool) -> _Sources:
     return _Sources(paths, infos, count_columns, id_columns)
 
 
-def _check_options(part_tokens: int, decode_every: int, batch_bytes: int) -> None:
+def _check_options(part_tokens: int, decode_every: int, batch_bytes: int, workers: int) -> None:
+    if workers < 1:
+        raise UsageError(f"--workers must be at least 1 (got {workers})")
     if part_tokens < 1:
         raise UsageError(f"--part-tokens must be at least 1 (got {part_tokens})")
     if decode_every < 1:
@@ -145,6 +149,7 @@ def encode_gpt2(
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     skip_nulls: bool = False,
     threads: int | None = None,
+    workers: int = 1,
     overwrite: bool = False,
     quiet: bool = False,
     encoding: str = TOKENIZER,
@@ -157,7 +162,7 @@ def encode_gpt2(
     buckets to write (``"b1,b2,b3"``; default all), the others are counted and dropped.
     ``count_column``: the column of expected token counts, compared for every document of
     every file that has it (None: no comparison). ``decode_every``: every N-th document of each
-    bucket (and each part's first) is decoded back from disk and compared with its source.
+    bucket (counted within each input file) is decoded back from disk and compared with its source.
     ``threads``: Numba threads for the encoder (default: all). ``encoding``: ``"gpt2"`` (the
     card's), ``"cl100k_base"``, ``"o200k_base"``, or the path of a tokenizer.json or of a
     ``.tiktoken`` rank file (then ``pattern`` names its split); ids are stored as uint16 when every
@@ -170,11 +175,43 @@ def encode_gpt2(
     request (same input files, sizes and mtimes, same options, tokenizer and fastenc version),
     nothing is done and its summary is returned; another non-empty ``out_dir`` is refused unless
     ``overwrite``, which replaces a previous output (files that are not buckets or summaries are
-    kept). The whole output appears in one step (docs/atomic-output.md).
+    kept). The whole output appears in one step (docs/atomic-output.md). ``workers``: processes
+    encoding the input files (map phase, docs/scale.md); an interrupted run resumes where it
+    stopped; the output does not depend on it.
     """
-    _check_options(part_tokens, decode_every, batch_bytes)
+    job = plan_gpt2(inputs, out_dir, column=column, buckets=buckets, part_tokens=part_tokens, count_column=count_column,
+                    decode_every=decode_every, batch_bytes=batch_bytes, skip_nulls=skip_nulls, encoding=encoding,
+                    pattern=pattern, workers=workers)
+    enc, fmt = _ENCODINGS[(job.encoding, job.pattern)]
+    with Run(OUTPUT, out_dir, job.request, overwrite=overwrite, threads=threads) as run:
+        if run.done is not None:
+            WorkDir(run.out, job.request).remove_if_same()
+            summary_line(f"fastenc gpt2: {run.out} already holds this output (summary.json matches); nothing to do", quiet=quiet)
+            return run.done
+        work = WorkDir(run.out, job.request).open(overwrite)
+        with work:  # a failure before any unit finished removes it
+            results = map_phase(work, functools.partial(map_unit, job), len(job.src.infos), workers=workers, threads=threads,
+                                family="gpt2", desc="gpt2", quiet=quiet)
+            ctx = _context(enc, fmt, job.src, job.count_column)
+            writers, tally = _reduce(run, work, results, job.kept, part_tokens, ctx, quiet)
+            summary = _summary(writers, tally, job.kept, ctx, part_tokens, decode_every, job.request)
+            run.stage.write_text(SUMMARY_TSV, summary_tsv(summary))
+            run.publish(summary)
+        work.remove()
+    _print_summary(run, summary, tally, quiet)
+    return summary
+
+
+def plan_gpt2(inputs, out_dir, *, column=None, buckets=None, part_tokens: int = DEFAULT_PART_TOKENS,
+              count_column: str | None = DEFAULT_COUNT_COLUMN, decode_every: int = DEFAULT_DECODE_EVERY,
+              batch_bytes: int = DEFAULT_BATCH_BYTES, skip_nulls: bool = False, encoding: str = TOKENIZER,
+              pattern: str | None = None, workers: int = 1) -> "_Job":
+    """The checked request of a run and what its map units need (``encode_gpt2`` and the
+    ``fastenc.datatrove`` steps share it, so that they agree on the request)."""
+    _check_options(part_tokens, decode_every, batch_bytes, workers)
     kept = parse_buckets(buckets)
     enc, fmt = _load_encoding(encoding, pattern)
+    _ENCODINGS[(fmt.tokenizer, pattern)] = (enc, fmt)  # loaded once per process
     if fmt.tokenizer != TOKENIZER and count_column == DEFAULT_COUNT_COLUMN:
         count_column = None  # gpt2_tokens counts GPT-2 tokens: it cannot check another encoding
     src = _open_sources(inputs, column, count_column, skip_nulls)
@@ -183,18 +220,8 @@ def encode_gpt2(
     request = make_request("gpt2", src.paths, options, enc.sha256)
     if fmt.tokenizer != TOKENIZER:  # (a gpt2 request, and so its summary, is unchanged)
         request["encoding"] = [fmt.tokenizer, fmt.pattern]
-    with Run(OUTPUT, out_dir, request, overwrite=overwrite, threads=threads) as run:
-        if run.done is not None:
-            summary_line(f"fastenc gpt2: {run.out} already holds this output (summary.json matches); nothing to do", quiet=quiet)
-            return run.done
-        ctx = _context(enc, fmt, src, count_column)
-        writers = {b: BucketWriter(b, run.stage, part_tokens, decode_every, ctx) for b in kept}
-        tally = _encode_all(enc, src, writers, kept, batch_bytes, skip_nulls, quiet)
-        summary = _summary(writers, tally, kept, ctx, part_tokens, decode_every, request)
-        run.stage.write_text(SUMMARY_TSV, summary_tsv(summary))
-        run.publish(summary)
-    _print_summary(run, summary, tally, quiet)
-    return summary
+    return _Job(os.fspath(out_dir), request, src, kept, fmt.tokenizer, pattern, decode_every, batch_bytes, skip_nulls,
+                count_column)
 
 
 def _load_encoding(encoding: str, pattern: str | None):
@@ -241,6 +268,18 @@ class _Tally:
         self.n_docs = 0
         self.invalid_utf8 = 0
 
+    _SCALARS = ("text_bytes", "count_checked", "n_docs", "invalid_utf8")
+
+    def to_json(self) -> dict:
+        return {"docs": self.docs.tolist(), "tokens": self.tokens.tolist(), **{k: int(getattr(self, k)) for k in self._SCALARS}}
+
+    def add(self, other: dict) -> None:
+        """Add one file's tally (its ``to_json()``)."""
+        self.docs += np.array(other["docs"], np.int64)
+        self.tokens += np.array(other["tokens"], np.int64)
+        for k in self._SCALARS:
+            setattr(self, k, getattr(self, k) + other[k])
+
 
 def _check_counts(counts, expected, batch, src: _Sources, si: int) -> None:
     bad = np.flatnonzero(counts != expected)
@@ -254,35 +293,60 @@ def _check_counts(counts, expected, batch, src: _Sources, si: int) -> None:
         )
 
 
-def _encode_all(enc, src: _Sources, writers: dict, kept, batch_bytes: int, skip_nulls: bool, quiet: bool) -> _Tally:
-    """The streaming pass: encode each batch, count it, and write its runs of same-bucket documents."""
+class _Job(NamedTuple):
+    """What a map worker needs to encode one input file (pickled to worker processes)."""
+
+    out: str
+    request: dict
+    src: _Sources
+    kept: list
+    encoding: str
+    pattern: str | None
+    decode_every: int
+    batch_bytes: int
+    skip_nulls: bool
+    count_column: str | None
+
+
+_ENCODINGS: dict = {}  # per process: (encoding, pattern) -> (Encoder, TokenFormat), loaded once
+
+
+def map_unit(job: _Job, i: int) -> dict:
+    """Encode input file ``i`` into its spill (``fastenc.run.units``); returns its tally and samples."""
+    key = (job.encoding, job.pattern)
+    if key not in _ENCODINGS:
+        _ENCODINGS[key] = _load_encoding(job.encoding, job.pattern)
+    enc, fmt = _ENCODINGS[key]
+    return run_unit(WorkDir(job.out, job.request), i, lambda stage: _encode_file(job, i, enc, fmt, stage))
+
+
+def _encode_file(job: _Job, si: int, enc, fmt, stage) -> dict:
+    """The streaming pass over one file: encode each batch, count it, spill its runs of same-bucket documents."""
+    src = job.src
+    spills = {b: BucketSpill(b, stage, job.decode_every, enc, fmt) for b in job.kept}
     tally = _Tally()
     is_kept = np.zeros(EMPTY + 1, dtype=bool)
-    is_kept[kept] = True
-    reader = Prefetch(iter_source(src.infos, src.count_columns, batch_bytes, skip_nulls))
+    is_kept[job.kept] = True
+    reader = Prefetch(iter_source([src.infos[si]], [src.count_columns[si]], job.batch_bytes, job.skip_nulls))
     try:
-        with progress(sum(i.column_bytes for i in src.infos), unit="B", desc="gpt2", quiet=quiet) as bar:
-            for si, batch, expected, invalid_utf8 in reader:
-                ids, id_off = enc.encode_arrays(batch.data, batch.offsets)
-                tally.invalid_utf8 += invalid_utf8
-                counts = np.diff(id_off)
-                if expected is not None:
-                    _check_counts(counts, expected, batch, src, si)
-                    tally.count_checked += batch.num_rows
-                bk = buckets_of(counts)
-                tally.docs += np.bincount(bk, minlength=EMPTY + 1)
-                tally.tokens += np.bincount(bk, weights=counts, minlength=EMPTY + 1).astype(np.int64)
-                info = Batch(si, batch.path, batch.first_row, batch.data, batch.offsets, expected is not None, src.id_columns[si])
-                _write_runs(writers, is_kept, bk, ids, id_off, info)
-                tally.n_docs += batch.num_rows
-                tally.text_bytes += int(batch.data.size)
-                bar.update(int(batch.data.size))
-                bar.set_postfix_str(f"{tally.n_docs:,} docs", refresh=False)
-            bar.total = bar.n
-            bar.refresh()
+        for _, batch, expected, invalid_utf8 in reader:
+            ids, id_off = enc.encode_arrays(batch.data, batch.offsets)
+            tally.invalid_utf8 += invalid_utf8
+            counts = np.diff(id_off)
+            if expected is not None:
+                _check_counts(counts, expected, batch, src, si)
+                tally.count_checked += batch.num_rows
+            bk = buckets_of(counts)
+            tally.docs += np.bincount(bk, minlength=EMPTY + 1)
+            tally.tokens += np.bincount(bk, weights=counts, minlength=EMPTY + 1).astype(np.int64)
+            info = Batch(si, batch.path, batch.first_row, batch.data, batch.offsets, expected is not None, src.id_columns[si])
+            _write_runs(spills, is_kept, bk, ids, id_off, info)
+            tally.n_docs += batch.num_rows
+            tally.text_bytes += int(batch.data.size)
     finally:
         reader.close()
-    return tally
+    return {"tally": tally.to_json(), "buckets": {BUCKETS[b]: w.finish() for b, w in spills.items()},
+            "count_checked": src.count_columns[si] is not None}
 
 
 def _write_runs(writers, is_kept, bk, ids, id_off, info: Batch) -> None:
@@ -294,6 +358,19 @@ def _write_runs(writers, is_kept, bk, ids, id_off, info: Batch) -> None:
         b = int(bk[s])
         if is_kept[b]:
             writers[b].write(ids, id_off, s, e, info)
+
+
+def _reduce(run, work, results: list, kept, part_tokens: int, ctx: dict, quiet: bool):
+    """The spills, in input order, into each kept bucket's parts (I/O and the part checks only)."""
+    writers = {b: BucketWriter(b, run.stage, part_tokens, ctx) for b in kept}
+    tally = _Tally()
+    with progress(len(results), unit="file", desc="parts", quiet=quiet, unit_scale=False) as bar:
+        for si, r in enumerate(results):
+            tally.add(r["tally"])
+            for b in kept:
+                writers[b].write_spill(si, work.unit_dir(si), r["buckets"][BUCKETS[b]], r["count_checked"])
+            bar.update(1)
+    return writers, tally
 
 
 def _summary(writers, tally: _Tally, kept, ctx, part_tokens, decode_every, request) -> dict:

@@ -1,6 +1,10 @@
-"""Writing for the GPT-2 recipe: one ``BucketWriter`` per kept bucket appends runs of documents
-straight into its open part's temporary files, applies the part rule, round-trips a sample of
-documents from disk, and, as each part closes, re-reads and checks it and writes its meta.json."""
+"""Writing for the GPT-2 recipe, in two phases (docs/scale.md):
+
+- map: one ``BucketSpill`` per kept bucket and input file appends runs of that file's documents
+  to the spill (ids, and each document's token count), and round-trips a sample of them from disk;
+- reduce: one ``BucketWriter`` per kept bucket streams the spills, in input order, into its
+  parts under the part rule, and, as each part closes, re-reads and checks it and writes its
+  meta.json."""
 from __future__ import annotations
 
 import os
@@ -45,7 +49,7 @@ class _Part:
     def __init__(self, index: int, bucket: str, stage):
         self.index = index
         self.stem = part_stem(index)
-        self.bin = stage.open(f"{bucket}/{self.stem}.bin", "w+b")  # read back for the round trip
+        self.bin = stage.open(f"{bucket}/{self.stem}.bin")
         self.idx = stage.open(f"{bucket}/{self.stem}.idx.npy")
         self.idx.file.write(npy_header(0))
         zero = np.zeros(1, np.int64)
@@ -61,79 +65,122 @@ class _Part:
         self.first_bucket_doc = -1
 
 
-class BucketWriter(CappedParts):
-    """Appends runs of one bucket's documents to its part files, under the part rule
-    (``fastenc.run.parts``, in tokens)."""
+def spill_names(bucket: str) -> tuple[str, str]:
+    """A bucket's two spill files: its ids (disk dtype) and its documents' token counts (int64)."""
+    return f"{bucket}.ids", f"{bucket}.lens"
 
-    def __init__(self, b: int, stage, part_tokens: int, decode_every: int, ctx: dict):
-        super().__init__(part_tokens)
-        self.b = b
+
+class BucketSpill:
+    """Map phase: one input file's documents of one bucket, appended in file order to the spill.
+
+    The round-trip sample is every ``decode_every``-th document of the bucket counted within the
+    file, starting with its first: it is read back from the spill on disk, decoded and compared
+    with the source text (the reduce then copies these very bytes, checked by xxh3).
+    """
+
+    def __init__(self, b: int, stage, decode_every: int, enc, fmt):
         self.name = BUCKETS[b]
-        self.lo, self.hi = bucket_range(b)
-        self.part_tokens = part_tokens
+        ids_name, lens_name = spill_names(self.name)
+        self.ids = stage.open(ids_name, "w+b")  # read back for the round trip
+        self.lens = stage.open(lens_name)
         self.decode_every = decode_every
-        self.stage = stage
-        self.ctx = ctx  # encoder, run-level fields of meta.json
-        self.fmt = ctx.get("format", GPT2_FORMAT)  # the encoding and the bins' dtype
-        self.parts: list[dict] = []  # finished parts' meta
-        self.part: _Part | None = None
-        self.docs = 0  # documents written to this bucket so far (its next document's ordinal)
+        self.enc = enc
+        self.fmt = fmt
+        self.docs = 0
+        self.tokens = 0
+        self.samples: list[list[int]] = []  # [document of the bucket in this file, source row]
 
     def write(self, ids: np.ndarray, id_off: np.ndarray, s: int, e: int, batch: Batch) -> None:
-        """Write documents ``s..e-1`` of an encoded batch (all of this bucket, none empty)."""
-        self.write_items(id_off, s, e, ids, id_off, batch)
-
-    def _open_part(self) -> None:
-        self.part = _Part(len(self.parts), self.name, self.stage)
-        self.part.first_bucket_doc = self.docs
-
-    def _append(self, s: int, k: int, ids, id_off, batch: Batch) -> None:
-        p = self.part
-        a, z = int(id_off[s]), int(id_off[k])
-        chunk = ids[a:z].astype(self.fmt.disk_dtype, copy=False)  # the card's byte order (no copy on little-endian hosts)
-        p.bin.file.write(chunk.data)
-        p.bin_hash.update(chunk)
-        ends = (id_off[s + 1 : k + 1] - (a - p.tokens)).astype("<i8", copy=False)
-        p.idx.file.write(ends.data)
-        p.idx_hash.update(ends)
-        tokens_before, docs_before = p.tokens, p.docs
-        p.tokens += z - a
-        p.docs += k - s
-        p.sources[batch.source] = p.sources.get(batch.source, 0) + (k - s)
-        if batch.checked_counts:
-            p.count_checked += k - s
-        # the sample: every decode_every-th document of the bucket, and each part's first document
-        o0 = self.docs
-        picks = set(range(s + (-o0) % self.decode_every, k, self.decode_every))
-        if docs_before == 0:
-            picks.add(s)
+        """Append documents ``s..e-1`` of an encoded batch (all of this bucket, none empty)."""
+        a, z = int(id_off[s]), int(id_off[e])
+        self.ids.file.write(ids[a:z].astype(self.fmt.disk_dtype, copy=False).data)  # the card's byte order
+        self.lens.file.write(np.diff(id_off[s : e + 1]).astype("<i8").data)
+        picks = range(s + (-self.docs) % self.decode_every, e, self.decode_every)
         if picks:
-            p.bin.file.flush()
-            fd = p.bin.file.fileno()
-            for j in sorted(picks):
-                start = tokens_before + int(id_off[j] - id_off[s])
-                self._roundtrip(fd, start, int(id_off[j + 1] - id_off[j]), docs_before + (j - s), j, batch)
-        self.docs += k - s
+            self.ids.file.flush()
+            fd = self.ids.file.fileno()
+            for j in picks:
+                start = self.tokens + int(id_off[j] - id_off[s])
+                self._roundtrip(fd, start, int(id_off[j + 1] - id_off[j]), self.docs + (j - s), j, batch)
+        self.docs += e - s
+        self.tokens += z - a
 
-    def _roundtrip(self, fd: int, start: int, n: int, part_doc: int, j: int, batch: Batch) -> None:
-        """Read document ``j`` of the batch (``part_doc`` of the part) back from the part file,
-        decode it and compare it byte for byte with the source text."""
-        p = self.part
+    def _roundtrip(self, fd: int, start: int, n: int, doc: int, j: int, batch: Batch) -> None:
+        """Read document ``j`` of the batch back from the spill, decode it, compare it with the source."""
         item = self.fmt.itemsize
-        raw = os.pread(fd, item * n, item * start)
-        ids = np.frombuffer(raw, dtype=self.fmt.disk_dtype)
+        ids = np.frombuffer(os.pread(fd, item * n, item * start), dtype=self.fmt.disk_dtype)
         src = batch.data[batch.offsets[j] : batch.offsets[j + 1]]
-        got = np.frombuffer(self.ctx["encoder"].decode_bytes(ids), dtype=np.uint8) if ids.size == n else None
+        got = np.frombuffer(self.enc.decode_bytes(ids), dtype=np.uint8) if ids.size == n else None
         row = batch.first_row + j
         if got is None or got.size != src.size or not np.array_equal(got, src):
             at = "in length" if got is None or got.size != src.size else f"at byte {int(np.argmax(got != src))}"
             raise VerificationError(
                 f"round trip failed for {describe_document(batch.path, row, batch.id_column)}: its ids, read back "
-                f"from {self.name}/{p.stem}.bin (document {part_doc} of the part), decode to bytes that differ from "
-                f"the source text {at}; this is a fastenc bug: please report it with this document"
+                f"from the {self.name} spill of its file (document {doc} of the bucket there), decode to bytes that "
+                f"differ from the source text {at}; this is a fastenc bug: please report it with this document"
             )
-        p.roundtrip_checked += 1
-        p.samples.append([part_doc, batch.source, row])
+        self.samples.append([doc, row])
+
+    def finish(self) -> dict:
+        self.ids.finish()
+        self.lens.finish()
+        return {"docs": self.docs, "tokens": self.tokens, "samples": self.samples}
+
+
+class BucketWriter(CappedParts):
+    """Reduce phase: the spills of one bucket, in input order, cut into parts under the part rule
+    (``fastenc.run.parts``, in tokens); each part is checked as it closes."""
+
+    def __init__(self, b: int, stage, part_tokens: int, ctx: dict):
+        super().__init__(part_tokens)
+        self.b = b
+        self.name = BUCKETS[b]
+        self.lo, self.hi = bucket_range(b)
+        self.part_tokens = part_tokens
+        self.stage = stage
+        self.ctx = ctx  # run-level fields of meta.json
+        self.fmt = ctx.get("format", GPT2_FORMAT)  # the encoding and the bins' dtype
+        self.parts: list[dict] = []  # finished parts' meta
+        self.part: _Part | None = None
+        self.docs = 0  # documents written to this bucket so far (its next document's ordinal)
+
+    def write_spill(self, source: int, folder, spill: dict, checked_counts: bool) -> None:
+        """Append the bucket's spill of input ``source`` (in ``folder``; ``spill``: its map result)."""
+        from fastenc.run.units import read_blocks
+
+        ids_name, lens_name = spill_names(self.name)
+        lens = np.fromfile(folder / lens_name, dtype="<i8")
+        csum = np.zeros(lens.size + 1, np.int64)
+        np.cumsum(lens, out=csum[1:])
+        samples = np.array(spill["samples"], np.int64).reshape(-1, 2)
+        for s, e, data in read_blocks(folder / ids_name, csum, self.fmt.itemsize):
+            ids = np.frombuffer(data, dtype=self.fmt.disk_dtype)
+            self.write_items(csum, s, e, ids, csum, s, source, samples, checked_counts)
+
+    def _open_part(self) -> None:
+        self.part = _Part(len(self.parts), self.name, self.stage)
+        self.part.first_bucket_doc = self.docs
+
+    def _append(self, s: int, k: int, ids, csum, block_start: int, source: int, samples, checked_counts: bool) -> None:
+        p = self.part
+        a, z = int(csum[s]), int(csum[k])
+        base = int(csum[block_start])
+        chunk = ids[a - base : z - base]
+        p.bin.file.write(chunk.data)
+        p.bin_hash.update(chunk)
+        ends = (csum[s + 1 : k + 1] - (a - p.tokens)).astype("<i8", copy=False)
+        p.idx.file.write(ends.data)
+        p.idx_hash.update(ends)
+        lo, hi = np.searchsorted(samples[:, 0], [s, k])
+        for doc, row in samples[lo:hi].tolist():
+            p.samples.append([p.docs + doc - s, source, row])
+        p.roundtrip_checked += int(hi - lo)
+        p.tokens += z - a
+        p.docs += k - s
+        p.sources[source] = p.sources.get(source, 0) + (k - s)
+        if checked_counts:
+            p.count_checked += k - s
+        self.docs += k - s
 
     def _close_part(self) -> None:
         p, self.part = self.part, None

@@ -51,6 +51,8 @@ pieces live in a module of their own, and their public names are importable from
 """
 from __future__ import annotations
 
+import functools
+import json
 import os
 import time
 from pathlib import Path
@@ -63,6 +65,7 @@ from fastenc.arrow_io import invalid_utf8_count, read_column_rows, resolve_input
 from fastenc.errors import InputError, VerificationError, UsageError
 from fastenc.progress import format_bytes, progress, summary_line
 from fastenc.run import OutputSpec, Run, make_request
+from fastenc.run.units import file_xxh3, map_units, worker_threads
 
 # The recipe's stages live in modules of their own; the names are imported here so that this
 # module stays the recipe's one entry point (``fastenc urls``, ``fastenc verify``, the tests).
@@ -102,6 +105,7 @@ DEFAULT_CHUNK_URLS = 1_000_000
 
 __all__ = [
     "encode_shard",
+    "encode_shards",
     "encode_url_chunk",
     "EncodedUrls",
     "verify_output",
@@ -227,7 +231,15 @@ def _output(shard: int) -> OutputSpec:
         mode="into",
         leftovers=(bin_name(shard),),
         shared=(TOKENIZER_DIR,),
+        check=lambda out, meta: file_xxh3(out / bin_name(shard)) == meta["bin_xxh3_64"],
     )
+
+
+def _shard_request(path: Path, tokenizer_sha256: str, column: str, shard: int, num_shards: int, shard_check: bool,
+                   skip_nulls: bool) -> dict:
+    """What one shard's run was asked to do (its sidecar's ``request``)."""
+    options = {"column": column, "shard": shard, "num_shards": num_shards, "shard_check": shard_check, "skip_nulls": skip_nulls}
+    return make_request("urls", [path], options, tokenizer_sha256)
 
 
 def _source_rows(p: _Pass, idx: np.ndarray) -> np.ndarray:
@@ -287,8 +299,7 @@ def encode_shard(
     path, shard = _check_shard_args(path, shard, num_shards, chunk_urls)
     enc, tok_src = _load_tokenizer(tokenizer)
     _open_column(path, column)  # a missing or non-text column fails before anything else
-    options = {"column": column, "shard": shard, "num_shards": num_shards, "shard_check": shard_check, "skip_nulls": skip_nulls}
-    request = make_request("urls", [path], options, enc.sha256)
+    request = _shard_request(path, enc.sha256, column, shard, num_shards, shard_check, skip_nulls)
     with Run(_output(shard), out_dir, request, overwrite=overwrite, threads=threads) as run:
         if run.done is not None:
             summary_line(f"fastenc urls: {run.out / bin_name(shard)} already holds this output (its sidecar matches); "
@@ -303,6 +314,92 @@ def encode_shard(
         run.publish(meta)
     _print_summary(job, run, meta, p.nulls)
     return meta
+
+
+def encode_shards(paths, out_dir: str | os.PathLike, *, workers: int = 1, threads: int | None = None, quiet: bool = False,
+                  shard: int | None = None, **options) -> list[dict]:
+    """Encode many URL shards into ``out_dir`` (``encode_shard`` per file, same options); returns
+    their sidecars in input order.
+
+    Each shard is a unit of its own (docs/scale.md): its sidecar, renamed in last, commits it, so
+    a rerun after an interruption redoes only the shards without a sidecar whose bin verifies
+    (size and xxh3). ``workers`` > 1 encodes that many shards at once, in spawned processes of
+    ``cores // workers`` Numba threads each, with one progress bar over the shards.
+    """
+    paths = resolve_inputs([os.fspath(p) for p in paths])
+    if shard is not None and len(paths) > 1:
+        raise UsageError(f"--shard names one shard but {len(paths)} files were given: pass one file, or name them part-NNNNN")
+    if workers < 1:
+        raise UsageError(f"--workers must be at least 1 (got {workers})")
+    for path in paths:  # every file's shard index is checked before any is encoded
+        if shard is not None or options.get("shard_check", True) or shard_from_name(path) is not None:
+            _check_shard_args(path, shard, options.get("num_shards", DEFAULT_NUM_SHARDS), options.get("chunk_urls", DEFAULT_CHUNK_URLS))
+    task = functools.partial(_encode_unit, [os.fspath(p) for p in paths], os.fspath(out_dir), shard, options,
+                             quiet or workers > 1)
+    if workers == 1 or len(paths) == 1:
+        return [task(i, threads=threads) for i in range(len(paths))]
+    _prepare_shared(paths[0], out_dir, options, quiet)
+    with progress(len(paths), unit="shard", desc="urls", quiet=quiet, unit_scale=False) as bar:
+        map_units(task, range(len(paths)), workers=workers, threads=worker_threads(workers, threads), bar=bar)
+    return read_sidecars(paths, out_dir, shard)
+
+
+def read_sidecars(paths, out_dir: str | os.PathLike, shard: int | None = None) -> list[dict]:
+    """The sidecars of the shards of ``paths`` in ``out_dir``, in input order (as written)."""
+    paths = resolve_inputs([os.fspath(p) for p in paths])
+    return [json.loads((Path(out_dir) / sidecar_name(_shard_index(p, shard))).read_text(encoding="utf-8")) for p in paths]
+
+
+def _shard_index(path: Path, shard: int | None) -> int:
+    """The shard a file is written as (``encode_shard``'s rule: --shard, else its part-NNNNN, else 0)."""
+    if shard is not None:
+        return shard
+    found = shard_from_name(path)
+    return 0 if found is None else found
+
+
+def shards_missing(paths, out_dir: str | os.PathLike, *, indices=None, shard: int | None = None, **options) -> list[int]:
+    """The indices of ``paths`` (those in ``indices``, default all) whose shard is not finished in
+    ``out_dir`` with these options (no sidecar of this very request, or a bin that does not verify)."""
+    from fastenc.run import finished_same
+
+    enc, _ = _load_tokenizer(options.get("tokenizer", "urls"))
+    paths = resolve_inputs([os.fspath(p) for p in paths])
+    missing = []
+    for i in range(len(paths)) if indices is None else indices:
+        path = paths[i]
+        k = _shard_index(path, shard)
+        request = _shard_request(path, enc.sha256, options.get("column", "url"), k, options.get("num_shards", DEFAULT_NUM_SHARDS),
+                                 options.get("shard_check", True), options.get("skip_nulls", False))
+        if finished_same(Path(out_dir), _output(k), request) is None:
+            missing.append(i)
+    return missing
+
+
+def _encode_unit(paths: list, out_dir: str, shard, options: dict, quiet: bool, i: int, threads: int | None = None) -> dict:
+    """One shard (a map unit): ``encode_shard`` of ``paths[i]``; the sidecar it wrote or found."""
+    return encode_shard(paths[i], out_dir, shard=shard, threads=threads, quiet=quiet, **options)
+
+
+def _prepare_shared(first: Path, out_dir, options: dict, quiet: bool) -> None:
+    """Before the workers start: compile the kernels once, and put ``OUT/tokenizer/`` in place
+    (each worker would otherwise stage its own copy of it)."""
+    from fastenc.run.units import _compile_once
+
+    _compile_once("urls", quiet)
+    enc, tok_src = _load_tokenizer(options.get("tokenizer", "urls"))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if not _check_tokenizer_dir(out, enc.sha256):
+        from fastenc.run import staging
+
+        stage = staging.Stage(out / staging.temp_name(""))
+        try:
+            _copy_tokenizer(tok_src, stage)
+            stage.finish()
+            staging._rename(stage.dir / TOKENIZER_DIR, out / TOKENIZER_DIR)
+        finally:
+            stage.discard()
 
 
 class _Job(NamedTuple):
@@ -434,12 +531,9 @@ def _sort_write_verify(job: _Job, stage, p: _Pass, chunk_urls: int, request: dic
 
 
 def _sidecar(job: _Job, p: _Pass, o: _Order, n_tokens: int, digest: str, check: dict, read_back: int, request: dict) -> dict:
-    import numba
-
     from fastenc import __version__
 
     n, enc, path = p.n, job.enc, job.path
-    seconds = dict(job.stats.seconds, total=job.stats.elapsed())
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -479,11 +573,10 @@ def _sidecar(job: _Job, p: _Pass, o: _Order, n_tokens: int, digest: str, check: 
         "irreversible_urls": int(o.flagged_pos.size),
         "irreversible_url_indices": o.flagged_pos.tolist(),
         "bin_xxh3_64": digest,
+        # samples_read_back: sampled URLs whose text the pass did not keep (see _SampleWindows). No
+        # timings or thread counts here: a shard's files are byte-identical however it was run
         "verified": {"head": min(VERIFY_SAMPLE, n), "middle": min(VERIFY_SAMPLE, n), "tail": min(VERIFY_SAMPLE, n),
-                     "urls_checked": check["urls_checked"], "mismatches": check["mismatches"]},
-        # samples_read_back: sampled URLs whose text the pass did not keep (see _SampleWindows)
-        "build": {"threads": numba.get_num_threads(), "seconds": {k: round(v, 3) for k, v in seconds.items()},
-                  "samples_read_back": read_back},
+                     "urls_checked": check["urls_checked"], "mismatches": check["mismatches"], "samples_read_back": read_back},
         "request": request,
     }
 

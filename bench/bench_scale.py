@@ -1,0 +1,165 @@
+"""Whole datasets (docs/scale.md): 1 vs N workers, and the reduce phase's share of a run.
+
+    python bench/bench_scale.py [--urls ../shared/data/urls/urls.parquet] [--docs ../shared/data/text/docs.parquet]
+                                [--shards 8] [--copies 13] [--workers 1 2] [--work DIR]
+
+- URLs: ``--shards`` shards of ~``rows x copies / shards`` URLs each (8 x ~1.03 M by default),
+  made from the real corpus: every URL is repeated ``--copies`` times with a query suffix
+  (``?v=k``), in the source's SURT order (so the BPE caches see real neighbourhoods), and each
+  copy goes to the shard its xxh3 names (``(h * shards) >> 64``): real shards of a
+  ``--shards``-shard corpus, which ``fastenc urls --num-shards`` checks.
+- GPT-2: the docs corpus (``--doc-copies`` times over) cut into 8 files, recipe defaults.
+
+For each recipe and worker count: wall seconds of the whole run (warm kernel cache, the
+command's own spawn and start-up included), CPU seconds (this process and its workers: on a
+shared machine the wall time follows the load, the CPU time much less), the map phase, and the rest (the reduce and the
+publication; for urls, each shard publishes itself: no reduce). Every run's output is compared
+byte for byte with the 1-worker run. Prints one table (paste it into bench/RESULTS.md).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _inputs import require  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def make_url_shards(src: Path, folder: Path, shards: int, copies: int) -> list[Path]:
+    from fastenc.arrow_io import arrow_to_flat
+    from fastenc.recipes.urls.threads import hash_batch
+
+    urls = pq.read_table(src, columns=["url"]).column("url").combine_chunks()
+    rep = pa.array(np.repeat(np.arange(len(urls)), copies))
+    suffix = pa.array(np.tile([f"?v={k}" for k in range(copies)], len(urls)))
+    many = pc.binary_join_element_wise(urls.take(rep), suffix, "")
+    data, offsets = arrow_to_flat(many)
+    shard = (hash_batch(data, offsets) >> np.uint64(64 - int(np.log2(shards)))).astype(np.int64)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for k in range(shards):
+        p = folder / f"part-{k:05d}.parquet"
+        pq.write_table(pa.table({"url": many.filter(pa.array(shard == k))}), p, row_group_size=100_000)
+        paths.append(p)
+    return paths
+
+
+def make_doc_files(src: Path, folder: Path, n: int, copies: int) -> list[Path]:
+    t = pq.read_table(src)
+    t = pa.concat_tables([t] * copies)  # a bigger corpus (the encoder's caches make the copies cheaper)
+    folder.mkdir(parents=True, exist_ok=True)
+    bounds = np.linspace(0, t.num_rows, n + 1).astype(int)
+    paths = []
+    for k in range(n):
+        p = folder / f"docs-{k:05d}.parquet"
+        pq.write_table(t.slice(bounds[k], bounds[k + 1] - bounds[k]), p)
+        paths.append(p)
+    return paths
+
+
+def digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(p.relative_to(root).as_posix().encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def timed_run(recipe: str, paths, out: Path, workers: int, shards: int, threads: int | None) -> dict:
+    """One run; returns wall seconds of the whole and of its map phase."""
+    from fastenc.recipes.bytes import encode_bytes  # noqa: F401
+    from fastenc.recipes.gpt2 import encode_gpt2
+    from fastenc.recipes.urls import encode_shards
+    from fastenc.run import units
+
+    shutil.rmtree(out, ignore_errors=True)
+    phases = {"map": 0.0}
+    real = units.map_units
+
+    def timed_map(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            phases["map"] += time.perf_counter() - t
+
+    units.map_units = timed_map
+    import fastenc.recipes.urls as urls_mod
+
+    urls_mod.map_units = timed_map  # urls imported the name
+    t0, cpu0 = time.perf_counter(), _cpu()
+    try:
+        if recipe == "urls":
+            if workers == 1:  # the one-process path calls encode_shard in a loop, not map_units
+                t = time.perf_counter()
+                encode_shards(paths, out, num_shards=shards, threads=threads, quiet=True)
+                phases["map"] = time.perf_counter() - t
+            else:
+                encode_shards(paths, out, num_shards=shards, workers=workers, threads=threads, quiet=True)
+        else:
+            encode_gpt2(paths, out, workers=workers, threads=threads, quiet=True)
+    finally:
+        units.map_units = urls_mod.map_units = real
+    total, cpu = time.perf_counter() - t0, _cpu() - cpu0
+    return {"total": total, "cpu": cpu, "map": phases["map"], "rest": total - phases["map"], "digest": digest(out)}
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its finished children (the pool's workers are joined)."""
+    import resource
+
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                   resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--urls", type=Path, default=SHARED / "urls" / "urls.parquet")
+    p.add_argument("--docs", type=Path, default=SHARED / "text" / "docs.parquet")
+    p.add_argument("--shards", type=int, default=8, help="a power of two")
+    p.add_argument("--copies", type=int, default=13, help="copies of each URL (13: 8 shards of ~1.03 M URLs)")
+    p.add_argument("--doc-copies", type=int, default=1, help="copies of the docs corpus cut into the 8 gpt2 files")
+    p.add_argument("--workers", type=int, nargs="+", default=[2], help="worker counts to run besides one process")
+    p.add_argument("--work", type=Path, default=Path("/tmp/fastenc-bench-scale"))
+    p.add_argument("--only", choices=["urls", "gpt2"], default=None)
+    args = p.parse_args()
+    require([args.urls, args.docs], "--urls/--docs")
+    from fastenc.warmup import cold_families, compile_families
+
+    compile_families(cold_families(("urls", "gpt2")), quiet=True)
+    inputs = {}
+    if args.only in (None, "urls"):
+        inputs["urls"] = make_url_shards(args.urls, args.work / "urls-in", args.shards, args.copies)
+    if args.only in (None, "gpt2"):
+        inputs["gpt2"] = make_doc_files(args.docs, args.work / "docs-in", 8, args.doc_copies)
+    import numba
+
+    cores = numba.config.NUMBA_NUM_THREADS
+    # (workers, threads per worker): one process on one core, on every core (the default), then N processes
+    plans = [(1, 1), (1, cores)] + [(w, max(1, cores // w)) for w in args.workers if w > 1]
+    print("recipe | files | rows per file | workers x threads | wall s | CPU s | map s | reduce+publish s | reduce share | "
+          "speed-up vs 1x1 | identical")
+    for recipe, paths in inputs.items():
+        rows = int(np.mean([pq.ParquetFile(x).metadata.num_rows for x in paths]))
+        base = None
+        for w, t in plans:
+            r = timed_run(recipe, paths, args.work / f"out-{recipe}-{w}x{t}", w, args.shards, t)
+            base = base or r
+            print(f"{recipe} | {len(paths)} | {rows:,} | {w} x {t} | {r['total']:.1f} | {r['cpu']:.1f} | {r['map']:.1f} | {r['rest']:.1f} | "
+                  f"{r['rest'] / r['total']:.1%} | {base['total'] / r['total']:.2f}x | {r['digest'] == base['digest']}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

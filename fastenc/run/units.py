@@ -1,0 +1,345 @@
+"""Map/reduce over input units: the work folder of spills, and the map phase on N processes.
+
+A run over many input files is split in two phases (docs/scale.md):
+
+- **map**: each unit (one input file) is encoded on its own, by any process, in any order, into
+  a *spill*: a folder ``OUT.fastenc-work/unit-NNNNN/`` beside ``OUT``. The spill is written under
+  a temporary name (``unit-NNNNN.tmp-<pid>-<hex>``); its manifest ``unit.json`` (the unit's
+  result, and the size and xxh3 of each of its files) is written last, then the folder is renamed
+  to ``unit-NNNNN``. A unit is finished when its manifest is there **and every file it lists has
+  that size and hash** (re-read): a marker alone never counts.
+- **reduce**: one process streams the spills in input order into the final parts (I/O only) and
+  publishes ``OUT`` in one step (``fastenc.run.lifecycle``); the work folder is deleted after.
+
+The work folder holds ``request.json``: a rerun with the same request resumes (finished units
+are kept, the others redone); a rerun with another request is refused with a line naming what
+changed, unless ``--overwrite``, which starts again. The folder is named ``OUT.fastenc-work``,
+never ``OUT``, so it can never be taken for a finished output.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+from typing import Callable, Sequence
+
+from fastenc.errors import FastencError, InputError
+from fastenc.run import staging
+from fastenc.run.lifecycle import request_changes
+
+__all__ = ["WORK_SUFFIX", "UNIT_MANIFEST", "WorkDir", "work_dir_of", "file_xxh3", "map_units", "map_phase", "run_unit",
+           "worker_threads", "read_blocks", "missing_units", "MissingUnits"]
+
+WORK_SUFFIX = ".fastenc-work"
+UNIT_MANIFEST = "unit.json"
+REQUEST = "request.json"
+
+
+def work_dir_of(out: str | os.PathLike) -> Path:
+    """``OUT.fastenc-work``: beside ``OUT``, so that ``OUT`` itself appears only at publication."""
+    out = Path(out)
+    return out.with_name(out.name + WORK_SUFFIX)
+
+
+def file_xxh3(path: Path) -> str:
+    """xxh3_64 of a file's bytes (hex), read in 4 MB blocks."""
+    import xxhash
+
+    h = xxhash.xxh3_64()
+    buffer = bytearray(4 << 20)
+    view = memoryview(buffer)
+    with open(path, "rb") as f:
+        while n := f.readinto(buffer):
+            h.update(view[:n])
+    return h.hexdigest()
+
+
+class WorkDir:
+    """The spills of one request (see the module docstring). ``open()`` creates or checks it."""
+
+    def __init__(self, out: str | os.PathLike, request: dict):
+        self.dir = work_dir_of(out)
+        self.request = request
+
+    def open(self, overwrite: bool = False, clean: bool = True) -> "WorkDir":
+        """Create the folder, or resume it: refuse (or with ``overwrite`` discard) another request's.
+
+        ``clean``: delete the temporaries of processes that are gone; ranks of a cluster job pass
+        False (a process of another machine looks gone from here), the final step cleans up."""
+        old = self._stored_request()
+        if old is not None and old != self.request:
+            if not overwrite and self._has_units():  # (with none finished, nothing is lost: start again)
+                raise InputError(f"{self.dir} holds the unfinished run of another request ({request_changes(old, self.request)}): "
+                                 "rerun the same command to finish it, or pass --overwrite to start again")
+            self.remove()
+        elif old is None and self.dir.exists():
+            self.remove()  # no request.json: a folder whose creation was interrupted
+        if not self.dir.exists():
+            self._create()
+        if clean:
+            staging.clean_stale(self.dir)  # spills being written by processes that are gone
+        return self
+
+    def _has_units(self) -> bool:
+        return any(p.name.startswith("unit-") and "." not in p.name for p in self.dir.iterdir())
+
+    def _stored_request(self) -> dict | None:
+        try:
+            return json.loads((self.dir / REQUEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def _create(self) -> None:
+        tmp = self.dir.with_name(staging.temp_name(self.dir.name))
+        stage = staging.Stage(tmp)
+        stage.write_json(REQUEST, self.request)
+        stage.finish()
+        try:
+            os.rename(tmp, self.dir)
+        except OSError:  # another rank created it first (the same request, checked next)
+            stage.discard()
+            if self._stored_request() != self.request:
+                raise
+
+    def unit_dir(self, i: int) -> Path:
+        return self.dir / f"unit-{i:05d}"
+
+    def finished(self, i: int) -> dict | None:
+        """The unit's result if its spill is complete and every file verifies, else None."""
+        d = self.unit_dir(i)
+        try:
+            manifest = json.loads((d / UNIT_MANIFEST).read_text(encoding="utf-8"))
+            for rel, (size, digest) in manifest["files"].items():
+                p = d / rel
+                if p.stat().st_size != size or file_xxh3(p) != digest:
+                    return None
+            return manifest["result"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def stage(self, i: int) -> staging.Stage:
+        """A fresh staging folder for unit ``i`` (a temporary name in the work folder)."""
+        return staging.Stage(self.dir / staging.temp_name(self.unit_dir(i).name))
+
+    def commit(self, i: int, stage: staging.Stage, result: dict) -> None:
+        """Hash the stage's files, write its manifest last, and rename it to ``unit-NNNNN``."""
+        stage.finish()
+        files = {}
+        for p in sorted(stage.dir.rglob("*")):
+            if p.is_file():
+                files[p.relative_to(stage.dir).as_posix()] = [p.stat().st_size, file_xxh3(p)]
+        stage.write_json(UNIT_MANIFEST, {"unit": i, "files": files, "result": result})
+        stage.finish()
+        final = self.unit_dir(i)
+        if final.exists():  # a spill that did not verify: replaced
+            shutil.rmtree(final)
+        staging._rename(stage.dir, final)
+        staging.fsync_dir(self.dir)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> "WorkDir":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        """A run that fails before any unit finished leaves nothing behind (nothing to resume)."""
+        if exc_type is not None and self.dir.is_dir() and not self._has_units():
+            self.remove()
+        return False
+
+    def remove_if_same(self) -> None:
+        """After publication: the spills of this request are no longer needed (a run killed
+        between its commit and this cleanup leaves them; the next run finds ``OUT`` done)."""
+        if self._stored_request() == self.request:
+            self.remove()
+
+
+# ----------------------------------------------------------------------------------------------
+# The map phase on N processes
+# ----------------------------------------------------------------------------------------------
+
+
+def worker_threads(workers: int, threads: int | None) -> int:
+    """Numba threads per process: ``threads`` (default: every core) for one process; for
+    ``workers`` processes at most ``cores // workers`` each, so that together they never use more
+    threads than there are cores (``threads`` then caps each worker)."""
+    import numba
+
+    cores = numba.config.NUMBA_NUM_THREADS
+    if workers == 1:
+        return min(threads or cores, cores)
+    return max(1, min(threads or cores, cores // workers))
+
+
+def _init_worker(threads: int) -> None:
+    # Ctrl-C goes to the whole process group: the parent alone reports it (one line) and stops
+    # the workers; a worker printing its own traceback would bury that line.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from fastenc.run import faults
+
+    faults.install_from_env()  # a drill's or a test's fault, in this worker (docs/atomic-output.md)
+    import numba
+    import pyarrow
+
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    pyarrow.set_cpu_count(threads)  # parquet decoding too: N workers share the cores, not N x cores
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str):
+    """``os.environ[name] = value`` inside (spawned workers inherit it), restored after."""
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+def map_units(task: Callable[[int], object], todo: Sequence[int], *, workers: int, threads: int, bar=None) -> dict:
+    """Run ``task(i)`` for every unit ``i`` in ``todo``: here when ``workers == 1``, else on
+    ``workers`` spawned processes of ``threads`` Numba threads each (``task`` must pickle).
+
+    ``bar`` (a progress bar over units) is advanced as units finish, in any order. A worker that
+    fails stops the phase with its error; one that dies (``kill -9``, out of memory) stops it with
+    one line saying that a rerun resumes. Finished units stay finished either way. Returns
+    ``{i: task(i)}``.
+    """
+    results = {}
+    if workers == 1 or len(todo) <= 1:
+        for i in todo:
+            results[i] = task(i)
+            if bar is not None:
+                bar.update(1)
+        return results
+    return _map_on_pool(task, todo, workers, threads, bar)
+
+
+def _map_on_pool(task, todo, workers: int, threads: int, bar) -> dict:
+    import concurrent.futures as cf
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")  # a fork of a process with Numba's threads running is unsafe
+    with _env("NUMBA_NUM_THREADS", str(threads)):
+        pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx, initializer=_init_worker,
+                                      initargs=(threads,))
+        futures: dict = {}
+        try:
+            futures.update({pool.submit(task, i): i for i in todo})
+            results = {}
+            for f in cf.as_completed(futures):
+                results[futures[f]] = f.result()
+                if bar is not None:
+                    bar.update(1)
+            return results
+        except cf.process.BrokenProcessPool:
+            raise WorkerDied("a worker process died (killed, or out of memory): the units it finished are kept; "
+                             "rerun the same command to finish the others") from None
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            _stop(pool)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _stop(pool) -> None:
+    """Terminate the workers now (Ctrl-C, or another worker failed): their spills stay temporaries."""
+    for p in list(getattr(pool, "_processes", {}).values()):
+        with contextlib.suppress(Exception):
+            p.terminate()
+
+
+class WorkerDied(FastencError):
+    """A map worker exited without a result (signal, out of memory)."""
+
+    exit_code = 1
+
+
+# ----------------------------------------------------------------------------------------------
+# One unit, and the whole map phase of a recipe
+# ----------------------------------------------------------------------------------------------
+
+
+def run_unit(work: WorkDir, i: int, produce: Callable[[staging.Stage], dict]) -> dict:
+    """Write unit ``i``'s spill with ``produce(stage) -> result`` and commit it; a failure
+    (or Ctrl-C) deletes the stage, so only complete spills ever get the final name."""
+    stage = work.stage(i)
+    try:
+        result = produce(stage)
+        work.commit(i, stage, result)
+    except BaseException:
+        stage.discard()
+        raise
+    return result
+
+
+def map_phase(work: WorkDir, task: Callable[[int], object], n_units: int, *, workers: int, threads: int | None,
+              family: str, desc: str, quiet: bool) -> list[dict]:
+    """Run the units whose spill does not verify yet (all of them on a fresh start), then return
+    every unit's result, in input order. ``family``: the kernels to compile once, before the
+    workers start (each would otherwise compile them on its own)."""
+    from fastenc.progress import progress
+
+    results = {i: work.finished(i) for i in range(n_units)}  # each spill re-read and checked once
+    todo = [i for i, r in results.items() if r is None]
+    if workers > 1 and len(todo) > 1:
+        _compile_once(family, quiet)
+    with progress(n_units, unit="file", desc=desc, quiet=quiet, unit_scale=False) as bar:
+        bar.update(n_units - len(todo))
+        # a new spill's files were hashed from disk by its commit (after fsync): that is its check
+        results.update(map_units(task, todo, workers=workers, threads=worker_threads(workers, threads), bar=bar))
+    return [results[i] for i in range(n_units)]
+
+
+def _compile_once(family: str, quiet: bool) -> None:
+    from fastenc.warmup import cold_families, compile_families
+
+    cold = cold_families((family,))
+    if cold:
+        compile_families(cold, quiet=quiet)
+
+
+def read_blocks(path: Path, csum, itemsize: int, block_items: int = 8 << 20):
+    """Stream a spill of items whose document ``j`` is ``csum[j]..csum[j + 1]``: yields
+    ``(s, e, data)`` for runs of whole documents of about ``block_items`` items (a longer single
+    document is a run of its own); ``data`` (bytes) is reused: use it before the next one."""
+    import numpy as np
+
+    n = len(csum) - 1
+    buf = bytearray()
+    with open(path, "rb") as f:
+        s = 0
+        while s < n:
+            e = max(s + 1, int(np.searchsorted(csum, csum[s] + block_items, side="right")) - 1)
+            e = min(e, n)
+            size = int(csum[e] - csum[s]) * itemsize
+            if len(buf) < size:
+                buf = bytearray(size)
+            view = memoryview(buf)[:size]
+            if f.readinto(view) != size:
+                raise InputError(f"{path}: the spill is shorter than its manifest says: rerun to redo this unit")
+            yield s, e, view
+            s = e
+
+
+class MissingUnits(FastencError):
+    """The final step of a distributed run found units without a verified spill."""
+
+
+def missing_units(units: Sequence[int], done: Callable[[int], bool], where: str) -> None:
+    """Raise ``MissingUnits`` unless ``done(i)`` for every unit: the final step of a distributed
+    run must not trust the scheduler's completion markers (a failed Ray task can exit 0)."""
+    missing = [i for i in units if not done(i)]
+    if missing:
+        shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")
+        raise MissingUnits(f"{len(missing)} of {len(units)} units have no verified output in {where} (units {shown}): "
+                           "a map task failed or was cut short; rerun the map step (its finished units are kept)")

@@ -1,0 +1,133 @@
+"""Kernel A/B: the working tree's ``encode_text`` against a git revision's, in one process.
+
+    python bench/ab_encode.py BASE_REV [--encoding gpt2] [--rounds 7] [--docs PATH] [--limit N]
+
+Why in one process: on a shared or virtual machine, two processes run minutes apart see different
+neighbours, clocks and page placement, and differences of 10-20% come and go. Here both kernels
+run on the same documents in the same process, alternating, each with its own piece caches (huge
+pages, as ``Encoder`` allocates them), timed in thread CPU time; the first pass (empty caches) is
+reported, then ``--rounds`` warm passes, and the ids of the two are compared. Run it twice with
+the same revision on both sides (``BASE_REV`` = ``HEAD`` on a clean tree) to see the noise floor.
+
+The base revision's ``fastenc`` package is exported with ``git archive`` into a temporary folder
+and imported as ``fastenc_base`` (its imports rewritten), so both versions can live in one process.
+Both encoders share the working tree's vocabulary tables (the kernels take them as arguments).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import io
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DOCS = REPO.parent / "shared" / "data" / "text" / "docs.parquet"
+
+
+def export_base(rev: str, into: Path) -> None:
+    """``fastenc`` at ``rev`` as the package ``fastenc_base`` under ``into``."""
+    blob = subprocess.run(["git", "-C", str(REPO), "archive", rev, "fastenc"], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+        tar.extractall(into, filter="data")
+    package = into / "fastenc_base"
+    (into / "fastenc").rename(package)
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        text = re.sub(r"\bfastenc\.(?=[a-z_])", "fastenc_base.", text)
+        text = re.sub(r"\bfrom fastenc import\b", "from fastenc_base import", text)
+        path.write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("base", help="git revision to compare the working tree with (e.g. HEAD, main~3)")
+    parser.add_argument("--encoding", default="gpt2")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--docs", type=Path, default=DEFAULT_DOCS)
+    parser.add_argument("--limit", type=int, default=0, help="only the first N documents")
+    args = parser.parse_args()
+    if not args.docs.exists():
+        raise SystemExit(f"ab_encode: {args.docs} not found; pass --docs PATH to a parquet file with a 'text' column")
+
+    import numba
+    import numpy as np
+    import pyarrow.parquet as pq
+    from numba import njit
+
+    import fastenc
+    from fastenc.arrow_io import arrow_to_flat
+    from fastenc.kernels.encode import encode_text
+    from fastenc.kernels.piece_cache import (DEFAULT_LONG_SLOTS, DEFAULT_SHORT_SLOTS, DEFAULT_TINY_SLOTS, LONG_WORDS,
+                                             SHORT_WORDS, TINY_WORDS, PieceCaches)
+    from fastenc.memory import huge_array
+    from fastenc.tasks import read_only
+
+    numba.set_num_threads(1)
+    tmp = Path(tempfile.mkdtemp(prefix="fastenc-ab-"))
+    export_base(args.base, tmp)
+    sys.path.insert(0, str(tmp))
+    base_encode_text = importlib.import_module("fastenc_base.kernels.encode").encode_text
+
+    column = pq.read_table(args.docs, columns=["text"]).column("text").combine_chunks()
+    if args.limit:
+        column = column.slice(0, args.limit)
+    data, offsets = arrow_to_flat(column)
+    data = read_only(np.ascontiguousarray(data))
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    enc = fastenc.load(args.encoding)
+
+    def loop_over(kernel):
+        @njit
+        def run(data, offsets, vocab, classes, caches, out):
+            at = 0
+            for d in range(offsets.shape[0] - 1):
+                at = kernel(data, offsets[d], offsets[d + 1], vocab, classes, caches, out, at)
+            return at
+        return run
+
+    def caches():
+        return PieceCaches(huge_array((DEFAULT_TINY_SLOTS, TINY_WORDS), np.uint64),
+                           huge_array((DEFAULT_SHORT_SLOTS, SHORT_WORDS), np.uint64),
+                           huge_array((DEFAULT_LONG_SLOTS, LONG_WORDS), np.uint64))
+
+    sides = {"tree": loop_over(encode_text), f"base {args.base}": loop_over(base_encode_text)}
+    own = {name: caches() for name in sides}
+    out = {name: np.empty(len(data), dtype=enc.dtype) for name in sides}
+    tiny = PieceCaches(np.zeros((16, TINY_WORDS), np.uint64), np.zeros((16, SHORT_WORDS), np.uint64),
+                       np.zeros((16, LONG_WORDS), np.uint64))
+    for name, run in sides.items():  # compile on one document, out of the timing
+        run(data, offsets[:2], enc.vocab, enc.classes, tiny, out[name])
+    mb = len(data) / 1e6
+    first, count = {}, {}
+    for name, run in sides.items():
+        t = time.thread_time()
+        count[name] = run(data, offsets, enc.vocab, enc.classes, own[name], out[name])
+        first[name] = time.thread_time() - t
+    (a, b) = sides
+    same = count[a] == count[b] and np.array_equal(out[a][:count[a]], out[b][:count[b]])
+    warm = {name: [] for name in sides}
+    scratch = np.empty(len(data), dtype=enc.dtype)
+    for _ in range(args.rounds):
+        for name, run in sides.items():
+            t = time.thread_time()
+            run(data, offsets, enc.vocab, enc.classes, own[name], scratch)
+            warm[name].append(time.thread_time() - t)
+    print(f"{args.docs.name}: {len(offsets) - 1} documents, {mb:.1f} MB, encoding {args.encoding}; "
+          f"ids {'identical' if same else 'DIFFER'} ({count[a]:,} / {count[b]:,})")
+    for name in sides:
+        w = sorted(warm[name])
+        print(f"{name:>24}: first {mb / first[name]:7.1f} MB/s   warm min {mb / w[0]:7.1f}  median {mb / w[len(w) // 2]:7.1f} MB/s (thread CPU)")
+    wa, wb = sorted(warm[a]), sorted(warm[b])
+    print(f"tree / base speed: first {first[b] / first[a]:.3f}  warm min {wb[0] / wa[0]:.3f}  median {wb[len(wb) // 2] / wa[len(wa) // 2]:.3f}")
+    if not same:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -26,7 +26,6 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 
 from fastenc.kernels import config as cfg
 from fastenc.kernels.bpe import merge_long_piece, merge_short_piece
-from fastenc.kernels.piece_cache_wide import WIDE_MAX_ID
 from fastenc.kernels.piece_cache import (
     ELSEWHERE,
     MAX_CACHED_PIECE_BYTES,
@@ -45,7 +44,7 @@ from fastenc.kernels.piece_cache import (
     tiny_cache_store,
     tiny_home,
 )
-from fastenc.kernels.encode_wide import remember_piece_wide, wide_lookup
+from fastenc.kernels.encode_wide import encode_text_wide
 from fastenc.kernels.jit import NO_REFCOUNTING
 from fastenc.kernels.loads import ASCII_MASKS, load_word, prefetch
 from fastenc.kernels.pretok_cl100k import cl100k_piece_end
@@ -134,6 +133,8 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
     Allocates its scratch: to encode many documents, call ``encode_with`` with one
     ``new_scratch()``.
     """
+    if vocab.config[cfg.VOCAB_SIZE] > 65536:  # ids above uint16 (cl100k, o200k): encode_wide.py
+        return encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos)
     return encode_with(data, start, end, vocab, classes, caches, new_scratch(), out, out_pos)
 
 
@@ -145,89 +146,20 @@ def encode_with(data, start, end, vocab, classes, caches, scratch, out, out_pos)
     ``scratch.work`` holds, it stops before that part, and the run resumes there with a work
     array of the size it asked for.
     """
+    if vocab.config[cfg.VOCAB_SIZE] > 65536:
+        return encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos)
     state = scratch.state
     work = scratch.work
     pos = start
     cut_end = start
     while True:
-        if vocab.config[cfg.VOCAB_SIZE] > 65536:  # ids above uint16 (cl100k, o200k): the wide caches
-            out_pos = encode_run_wide(data, pos, end, cut_end, vocab, classes, caches, out, out_pos,
-                                      scratch.ranks, work, scratch.ring, state)
-        else:
-            out_pos = encode_run(data, pos, end, cut_end, vocab, classes, caches, out, out_pos,
-                                 scratch.ranks, work, scratch.ring, state)
+        out_pos = encode_run(data, pos, end, cut_end, vocab, classes, caches, out, out_pos,
+                             scratch.ranks, work, scratch.ring, state)
         if state[0] < 0:
             return out_pos
         pos = state[0]
         cut_end = state[1]
         work = np.empty(max(state[2], 2 * work.shape[0]), dtype=np.int64)
-
-
-@njit(cache=True, inline="always")
-def find_block(data, found, end, cut_end, vocab, classes, tiny, short, ring):
-    """Find up to ``_BLOCK`` pieces from ``found`` (the finder's position; while ``found <
-    cut_end`` it walks the parts of a long piece cut where no merge can cross) and prefetch each
-    one's cache slot. Piece k goes to ``ring[3k]`` (its end), ``ring[3k + 1]`` (a whole-token id
-    or -1) and ``ring[3k + 2]`` (the ``cut_end`` in effect, to resume there). Returns
-    ``(found, cut_end, pieces found)``. Inlined into both encode loops: one finder."""
-    size = data.shape[0]
-    short_bytes = max_piece_bytes(short)
-    pretok = vocab.config[cfg.PRETOKENIZER]
-    gpt2 = pretok == cfg.PRETOK_GPT2
-    whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
-    joinable = vocab.joinable
-    n_found = 0
-    while found < end and n_found < _BLOCK:
-        if gpt2 and found >= cut_end and found + WINDOW <= end:
-            # 64 ASCII bytes at a time (pretok_gpt2.gpt2_window_starts): the pieces up to
-            # the first one too long for the short cache, which the path below takes.
-            starts = gpt2_window_starts(data, found) if ASCII_MASKS else np.uint64(0)
-            piece_start = found
-            while starts != 0 and n_found < _BLOCK:
-                piece_end = found + trailing_zeros(starts)
-                n = piece_end - piece_start
-                if n > short_bytes:
-                    break
-                starts &= starts - np.uint64(1)
-                if n >= 2:
-                    prefetch_slot(tiny, short, data, piece_start, n)
-                ring[3 * n_found] = piece_end
-                ring[3 * n_found + 1] = -1
-                ring[3 * n_found + 2] = cut_end
-                n_found += 1
-                piece_start = piece_end
-            if piece_start > found:
-                found = piece_start
-                continue
-        whole = -1
-        if found < cut_end:
-            piece_end = segment_end(data, found, cut_end, joinable)
-        else:
-            if gpt2:
-                piece_end = gpt2_piece_end(data, found, end, classes)
-            elif pretok == cfg.PRETOK_CL100K:
-                piece_end = cl100k_piece_end(data, found, end, classes)
-            elif pretok == cfg.PRETOK_O200K:
-                piece_end = o200k_piece_end(data, found, end, classes)
-            else:
-                piece_end = url_piece_end(data, found, end)
-            if piece_end - found > short_bytes:
-                if whole_piece_lookup:  # tiktoken's rule, HF's ignore_merges: a token is emitted as is
-                    whole = token_id_of(vocab.token_table, vocab.token_bytes, vocab.token_offsets, data, found, piece_end)
-                if whole < 0:
-                    # Too long to cache whole: cut it where no merge can cross (segments.py)
-                    # and encode the parts one by one, most of them from the caches.
-                    cut_end = piece_end
-                    piece_end = segment_end(data, found, cut_end, joinable)
-        n = piece_end - found
-        if n >= 2 and n <= short_bytes and found + 16 <= size:
-            prefetch_slot(tiny, short, data, found, n)
-        ring[3 * n_found] = piece_end
-        ring[3 * n_found + 1] = whole
-        ring[3 * n_found + 2] = cut_end
-        n_found += 1
-        found = piece_end
-    return found, cut_end, n_found
 
 
 @njit(cache=True, **NO_REFCOUNTING)
@@ -239,7 +171,7 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
     start, ``state[1]`` the ``cut_end`` to resume with, ``state[2]`` the room needed.
 
     Compiled without reference counting (``jit.NO_REFCOUNTING``), so it allocates nothing: the
-    scratch comes from ``encode_with``. Ids below 65,536 (``encode_run_wide`` takes the others).
+    scratch comes from ``encode_with``. Ids below 65,536 only (``encode_with`` checks).
 
     The text is taken in blocks of up to ``_BLOCK`` pieces: first the pre-tokenizer finds a
     block's pieces and prefetches each one's cache slot, then the block is encoded. Two short
@@ -252,17 +184,72 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
     short = caches.short
     long = caches.long
     out_limit = out_pos + (end - start)
+    size = data.shape[0]
     tiny_bytes = TINY_MAX_BYTES
     short_bytes = max_piece_bytes(short)
     long_bytes = max_piece_bytes(long)
     short_layout = short.shape[1] == SHORT_WORDS  # then the specialised lookup applies
+    pretok = vocab.config[cfg.PRETOKENIZER]
+    gpt2 = pretok == cfg.PRETOK_GPT2
+    whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
+    joinable = vocab.joinable
     state[0] = -1
     found = start  # the finder's position; while found < cut_end it walks the parts of a long piece
     pos = start
     while pos < end:
         # --- find up to _BLOCK pieces: ring[3k] the end, ring[3k + 1] a whole-token id or -1,
         # ring[3k + 2] the cut_end in effect (to resume there) ---
-        found, cut_end, n_found = find_block(data, found, end, cut_end, vocab, classes, tiny, short, ring)
+        n_found = 0
+        while found < end and n_found < _BLOCK:
+            if gpt2 and found >= cut_end and found + WINDOW <= end:
+                # 64 ASCII bytes at a time (pretok_gpt2.gpt2_window_starts): the pieces up to
+                # the first one too long for the short cache, which the path below takes.
+                starts = gpt2_window_starts(data, found) if ASCII_MASKS else np.uint64(0)
+                piece_start = found
+                while starts != 0 and n_found < _BLOCK:
+                    piece_end = found + trailing_zeros(starts)
+                    n = piece_end - piece_start
+                    if n > short_bytes:
+                        break
+                    starts &= starts - np.uint64(1)
+                    if n >= 2:
+                        prefetch_slot(tiny, short, data, piece_start, n)
+                    ring[3 * n_found] = piece_end
+                    ring[3 * n_found + 1] = -1
+                    ring[3 * n_found + 2] = cut_end
+                    n_found += 1
+                    piece_start = piece_end
+                if piece_start > found:
+                    found = piece_start
+                    continue
+            whole = -1
+            if found < cut_end:
+                piece_end = segment_end(data, found, cut_end, joinable)
+            else:
+                if gpt2:
+                    piece_end = gpt2_piece_end(data, found, end, classes)
+                elif pretok == cfg.PRETOK_CL100K:
+                    piece_end = cl100k_piece_end(data, found, end, classes)
+                elif pretok == cfg.PRETOK_O200K:
+                    piece_end = o200k_piece_end(data, found, end, classes)
+                else:
+                    piece_end = url_piece_end(data, found, end)
+                if piece_end - found > short_bytes:
+                    if whole_piece_lookup:  # tiktoken's rule, HF's ignore_merges: a token is emitted as is
+                        whole = token_id_of(vocab.token_table, vocab.token_bytes, vocab.token_offsets, data, found, piece_end)
+                    if whole < 0:
+                        # Too long to cache whole: cut it where no merge can cross (segments.py)
+                        # and encode the parts one by one, most of them from the caches.
+                        cut_end = piece_end
+                        piece_end = segment_end(data, found, cut_end, joinable)
+            n = piece_end - found
+            if n >= 2 and n <= short_bytes and found + 16 <= size:
+                prefetch_slot(tiny, short, data, found, n)
+            ring[3 * n_found] = piece_end
+            ring[3 * n_found + 1] = whole
+            ring[3 * n_found + 2] = cut_end
+            n_found += 1
+            found = piece_end
         # --- encode them ---
         for k in range(n_found):
             piece_end = ring[3 * k]
@@ -302,50 +289,6 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                     out_pos = new_pos
             else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
                 if work.shape[0] < 7 * n:  # no room: the caller grows work and resumes here
-                    state[0] = pos
-                    state[1] = ring[3 * k + 2]
-                    state[2] = 7 * n
-                    return out_pos
-                out_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
-            pos = piece_end
-    return out_pos
-
-
-@njit(cache=True, **NO_REFCOUNTING)
-def encode_run_wide(data, start, end, cut_end, vocab, classes, caches, out, out_pos, ranks, work, ring, state):
-    """``encode_run`` for vocabularies with ids above 65,535 (cl100k, o200k): the same blocks
-    and contract, with the wide caches (``encode_wide``: 18-bit ids; a piece whose ids do not
-    fit is merged every time). Kept apart so that GPT-2's loop carries no wide branch (it cost
-    that loop 4%)."""
-    byte_ids = vocab.byte_ids
-    out_limit = out_pos + (end - start)
-    long_bytes = max_piece_bytes(caches.long)
-    cacheable = vocab.config[cfg.VOCAB_SIZE] <= WIDE_MAX_ID + 1  # else only pieces whose ids fit
-    state[0] = -1
-    found = start
-    pos = start
-    while pos < end:
-        found, cut_end, n_found = find_block(data, found, end, cut_end, vocab, classes, caches.tiny, caches.short, ring)
-        for k in range(n_found):
-            piece_end = ring[3 * k]
-            whole = ring[3 * k + 1]
-            n = piece_end - pos
-            if whole >= 0:
-                out[out_pos] = whole
-                out_pos += 1
-            elif n == 1:
-                out[out_pos] = byte_ids[data[pos]]
-                out_pos += 1
-            elif n <= long_bytes:
-                hit = wide_lookup(caches, data, pos, piece_end, out, out_pos, out_limit)
-                if hit >= 0:
-                    out_pos = hit
-                else:
-                    new_pos = merge_short_piece(data, pos, piece_end, vocab, ranks, out, out_pos)
-                    remember_piece_wide(caches, cacheable, data, pos, piece_end, out, out_pos, new_pos - out_pos)
-                    out_pos = new_pos
-            else:  # a long part, as in encode_run
-                if work.shape[0] < 7 * n:
                     state[0] = pos
                     state[1] = ring[3 * k + 2]
                     state[2] = 7 * n

@@ -18,6 +18,7 @@ from unittest import mock
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+import tiktoken  # the oracle, in the test extra: a parity file must never skip for want of it
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +27,6 @@ from fastenc.errors import VocabError
 from fastenc.unicode_classes import gpt2_class_table, o200k_class_table
 from fastenc.vocab import builtin_tiktoken_file
 
-tiktoken = pytest.importorskip("tiktoken")
 NAMES = ["cl100k_base", "o200k_base"]
 
 

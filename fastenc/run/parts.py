@@ -8,6 +8,7 @@ longer item. Sizes are in whatever unit ``csum`` counts (tokens, bytes).
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from fastenc.errors import VerificationError
 __all__ = ["CappedParts", "reread_xxh3"]
 
 
-class CappedParts:
+class CappedParts(ABC):
     """Base class of a writer that cuts a stream of items into parts under the rule above.
 
     Subclasses implement ``_open_part()``, ``_append(s, k, *args)`` (write items ``s..k-1``)
@@ -54,14 +55,17 @@ class CappedParts:
             self.is_open = False
             self._close_part()
 
+    @abstractmethod
     def _open_part(self) -> None:
-        raise NotImplementedError
+        """Start a new part."""
 
+    @abstractmethod
     def _append(self, s: int, k: int, *args) -> None:
-        raise NotImplementedError
+        """Write items ``s..k-1`` into the open part."""
 
+    @abstractmethod
     def _close_part(self) -> None:
-        raise NotImplementedError
+        """Finish the open part."""
 
 
 def reread_xxh3(path: Path, written: str, what: str) -> None:

@@ -192,18 +192,23 @@ def test_gpt2_hf_equals_tiktoken_fuzz(gpt2_hf, tiktoken_gpt2, text):
 
 @needs_shared
 @pytest.mark.slow
-def test_gpt2_hf_equals_tiktoken_on_whole_docs_corpus(gpt2_hf, tiktoken_gpt2):
+def test_gpt2_hf_equals_tiktoken_on_docs_corpus(gpt2_hf, tiktoken_gpt2):
+    """The gpt2_tokens column against tiktoken on every document; HF's ids against tiktoken's on
+    every 4th document and on every one with the literal special token (HF is slow: all 6,626
+    documents took 75 s of CI; fastenc itself is compared with tiktoken on all of them in
+    test_encoder_gpt2)."""
     table = pq.read_table(DOCS, columns=["id", "text", "gpt2_tokens"])
     ids, texts, counts = (table.column(c).to_pylist() for c in ("id", "text", "gpt2_tokens"))
-    hf = hf_ids(gpt2_hf, texts)
+    want = tiktoken_gpt2.encode_ordinary_batch(texts, num_threads=2)
+    assert [i for i, n, w in zip(ids, counts, want) if len(w) != n] == [], "gpt2_tokens column disagrees with tiktoken"
+    sample = [k for k, text in enumerate(texts) if k % 4 == 0 or EOT in text]
+    hf = hf_ids(gpt2_hf, [texts[k] for k in sample])
     differ = []
-    for doc_id, text, n, got in zip(ids, texts, counts, hf):
-        want = tiktoken_gpt2.encode_ordinary(text)
-        assert len(want) == n, f"{doc_id}: gpt2_tokens column disagrees with tiktoken"
-        if got != want:
-            assert got == tiktoken_gpt2.encode(text, allowed_special="all"), doc_id
-            differ.append(doc_id)
-    assert sorted(differ) == sorted(HF_TIKTOKEN_DISAGREE)
+    for k, got in zip(sample, hf):
+        if got != want[k]:
+            assert got == tiktoken_gpt2.encode(texts[k], allowed_special="all"), ids[k]
+            differ.append(ids[k])
+    assert len(sample) > len(texts) // 4 and sorted(differ) == sorted(HF_TIKTOKEN_DISAGREE)
 
 
 # ---- URL vocabulary --------------------------------------------------------------------------------
@@ -268,9 +273,11 @@ def test_url_round_trip_on_fixture(url_hf):
 
 @needs_shared
 @pytest.mark.slow
-def test_url_round_trip_on_whole_corpus(url_hf):
-    urls = pq.read_table(URLS, columns=["url"]).column("url").to_pylist()
-    assert round_trip_failures(url_hf, urls) == []
+def test_url_round_trip_on_a_quarter_of_the_corpus(url_hf):
+    """HF's own round trip, on every 4th URL (all 636,445 took 30 s of CI; fastenc's ids are compared
+    with HF's, and round-tripped, on every URL in test_url_parity)."""
+    urls = pq.read_table(URLS, columns=["url"]).column("url").to_pylist()[::4]
+    assert len(urls) > 150_000 and round_trip_failures(url_hf, urls) == []
 
 
 # ---- fixtures --------------------------------------------------------------------------------------

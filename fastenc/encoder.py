@@ -10,7 +10,7 @@ import numpy as np
 
 from fastenc.errors import InputError, VocabError
 from fastenc.kernels.decode import decode_into, decoded_length
-from fastenc.kernels.encode import compact_runs, encode_text, split_by_bytes
+from fastenc.kernels.encode import NARROW_VOCAB, compact_runs, split_by_bytes
 from fastenc.kernels.piece_cache import (
     DEFAULT_LONG_SLOTS,
     DEFAULT_SHORT_SLOTS,
@@ -20,7 +20,7 @@ from fastenc.kernels.piece_cache import (
     TINY_WORDS,
     PieceCaches,
 )
-from fastenc.kernels.runs import encode_docs
+from fastenc.kernels.runs import encode_docs, encode_docs_wide
 from fastenc.tasks import run_tasks
 from fastenc.unicode_classes import class_table_for
 from fastenc.vocab import (
@@ -124,8 +124,16 @@ class Encoder:
         """The ids of UTF-8 bytes, as an array of ``self.dtype``."""
         buf = _read_only(np.frombuffer(data, dtype=np.uint8))
         out = np.empty(len(buf), dtype=self.dtype)
-        n = encode_text(buf, 0, len(buf), self.vocab, self.classes, self.thread_caches(0), out, 0)
+        offsets = np.array([0, len(buf)], dtype=np.int64)
+        n = self._encode_docs(buf, offsets, 0, 1, self.vocab, self.classes, self.thread_caches(0), out, 0,
+                              np.zeros(1, dtype=np.int64))
         return out[:n].copy()
+
+    @property
+    def _encode_docs(self):
+        """The batch kernel for this vocabulary's id width: a run compiles only the loop it uses
+        (``fastenc.kernels.runs``)."""
+        return encode_docs_wide if self.vocab_size > NARROW_VOCAB else encode_docs
 
     def encode_arrays(self, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Batch-encode flat UTF-8 ``data`` cut by ``offsets`` (int64, n + 1, ascending).
@@ -166,7 +174,7 @@ class Encoder:
             if first < last:
                 own = PieceCaches(caches.tiny[t], caches.short[t], caches.long[t])
                 at = int(offsets[first]) - base
-                encode_docs(data, offsets, first, last, self.vocab, self.classes, own, ids, at, counts)
+                self._encode_docs(data, offsets, first, last, self.vocab, self.classes, own, ids, at, counts)
 
         run_tasks(task, n_tasks)
         return compact_runs(ids, offsets, counts, n_tasks)

@@ -13,7 +13,8 @@ in well under a second. This module
 
 Kernel families: ``encoder`` (``fastenc.load(...).encode``/``decode``, ``fastenc encode``),
 ``urls``, ``gpt2`` (also ``encode_batch``) and ``bytes`` (each recipe, its read-back check and
-``fastenc verify``). A
+``fastenc verify``), and ``wide`` (the loop for cl100k_base / o200k_base, which the others never
+compile). A
 family is compiled by running the real code on a tiny input, so that the kernels get exactly
 the argument types the commands give them; the helper's "parts" call kernels directly and
 only make things faster (a part that misses a type costs time, never correctness).
@@ -39,6 +40,8 @@ from fastenc.errors import InputError
 # Session 4's block loop and 64-byte pre-tokenizer: encode_text 42 -> ~52 s (urls, gpt2 by the same 10 s).
 ESTIMATED_SECONDS = {"encoder": 52, "urls": 70, "gpt2": 55, "bytes": 2}
 
+WIDE_BUILTINS = ("cl100k_base", "o200k_base")  # ids above 65,535: the "wide" family
+
 # command -> the families it needs (``verify`` and ``decode``: by the output's format)
 COMMAND_FAMILIES = {"urls": ("urls",), "gpt2": ("gpt2",), "bytes": ("bytes",), "encode": ("encoder",)}
 FORMAT_FAMILIES = {"urls": ("urls",), "gpt2": ("gpt2",), "fastenc-bytes": ("bytes",)}
@@ -54,9 +57,13 @@ def _probe_kernels(family: str) -> list:
     family (a caller's entry holds its callees' code)."""
     if family == "encoder":
         from fastenc.kernels.decode import decode_into
-        from fastenc.kernels.encode import encode_text
+        from fastenc.kernels.runs import encode_docs
 
-        return [encode_text, decode_into]
+        return [encode_docs, decode_into]
+    if family == "wide":
+        from fastenc.kernels.runs import encode_docs_wide
+
+        return [encode_docs_wide]
     if family == "urls":
         from fastenc.kernels import url_pack
         from fastenc.kernels.canonical import canonical_run
@@ -103,6 +110,8 @@ def cold_families(families) -> list[str]:
 
 def families_for(command: str, args) -> tuple:
     """The families a CLI command needs (none for commands without kernels)."""
+    if command == "encode" and getattr(args, "tokenizer", None) in WIDE_BUILTINS:
+        return ("wide",)  # (a tokenizer given by path is not opened here: a wide one compiles unannounced)
     if command in COMMAND_FAMILIES:
         return COMMAND_FAMILIES[command]
     if command == "verify":
@@ -154,6 +163,16 @@ def warm_encoder(work: Path) -> None:
         enc.decode_bytes(ids)
 
 
+def warm_wide(work: Path) -> None:
+    """The loop for vocabularies above 65,536 ids (``encode_docs_wide``): cl100k_base and o200k_base
+    (their pre-tokenizers differ), through ``Encoder.encode``."""
+    import fastenc
+
+    for name in ("cl100k_base", "o200k_base"):
+        enc = fastenc.load(name)
+        enc.decode_bytes(enc.encode_bytes("Hello, world! Grüße 123 🙂 中文".encode()))
+
+
 def warm_url_encoder(work: Path) -> None:
     """What the URL recipe needs of the encoder: ``encode_text`` (via ``encode_bytes``: the same
     types) and the fused canonical() + encode kernel."""
@@ -200,7 +219,7 @@ def warm_bytes(work: Path) -> None:
     verify_output(work / "bytes-out", [src])
 
 
-FAMILIES = {"encoder": warm_encoder, "urls": warm_urls, "gpt2": warm_gpt2, "bytes": warm_bytes}
+FAMILIES = {"encoder": warm_encoder, "urls": warm_urls, "gpt2": warm_gpt2, "bytes": warm_bytes, "wide": warm_wide}
 
 
 # Parts: kernel groups with no callee in common, compiled in a helper process while this one
@@ -282,7 +301,7 @@ def part_pieces(work: Path) -> None:
 
 
 PARTS = {"url-side": part_url_side, "bpe": part_bpe, "pieces": part_pieces}
-ENCODER_FAMILIES = ("encoder", "urls", "gpt2")
+ENCODER_FAMILIES = ("encoder", "urls", "gpt2", "wide")
 
 
 def _part_ready(part: str) -> bool:

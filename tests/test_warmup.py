@@ -151,3 +151,34 @@ def test_a_failing_warmup_does_not_stop_the_command(tmp_path, monkeypatch, capsy
     monkeypatch.setattr(warmup, "compile_families", broken)
     warmup.prepare("encode", SimpleNamespace(input="-", quiet=False))  # must not raise
     assert "compiling ahead failed (OSError: no space left" in capsys.readouterr().err
+
+
+def _reachable(kernel) -> set[str]:
+    """Names of the ``@njit`` functions ``kernel`` can call, following the globals its code names
+    (what Numba types, and so compiles, with it)."""
+    seen: dict[str, object] = {}
+    todo = [kernel]
+    while todo:
+        f = todo.pop()
+        py = getattr(f, "py_func", None)
+        if py is None:
+            continue
+        name = f"{py.__module__}.{py.__qualname__}"
+        if name in seen:
+            continue
+        seen[name] = f
+        todo += [py.__globals__[n] for n in py.__code__.co_names if n in py.__globals__]
+    return set(seen)
+
+
+def test_narrow_runs_never_compile_the_wide_loop():
+    """GPT-2 and URL runs (uint16 ids) must not compile the cl100k/o200k loop: ~20 s of a cold
+    start (issue 13). The wide batch kernel does reach it, and the public kernels reach both."""
+    from fastenc.kernels import encode, runs, url_pack
+
+    wide = "fastenc.kernels.encode_wide.encode_text_wide"
+    for kernel in (runs.encode_docs, url_pack.pack_url_run, encode.encode_narrow):
+        assert wide not in _reachable(kernel), kernel
+    assert wide in _reachable(runs.encode_docs_wide)
+    for kernel in (encode.encode_text, encode.encode_with):
+        assert {wide, "fastenc.kernels.encode.encode_narrow"} <= _reachable(kernel)

@@ -124,6 +124,9 @@ def new_scratch():
                          np.empty(3 * _BLOCK, dtype=np.int64), np.zeros(4, dtype=np.int64))
 
 
+NARROW_VOCAB = 65536  # vocabularies up to this size have uint16 ids: encode_narrow; larger ones encode_wide.py
+
+
 @njit(cache=True)
 def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
     """Encode one document ``data[start:end]`` into ``out[out_pos:]``; returns the new out_pos.
@@ -133,21 +136,29 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
     Allocates its scratch: to encode many documents, call ``encode_with`` with one
     ``new_scratch()``.
     """
-    if vocab.config[cfg.VOCAB_SIZE] > 65536:  # ids above uint16 (cl100k, o200k): encode_wide.py
-        return encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos)
     return encode_with(data, start, end, vocab, classes, caches, new_scratch(), out, out_pos)
 
 
 @njit(cache=True)
 def encode_with(data, start, end, vocab, classes, caches, scratch, out, out_pos):
-    """``encode_text`` with the scratch passed in (``new_scratch()``, reused across calls).
+    """``encode_text`` with the scratch passed in (``new_scratch()``, reused across calls): any
+    vocabulary, the ids of one above ``NARROW_VOCAB`` from ``encode_wide.encode_text_wide``."""
+    if vocab.config[cfg.VOCAB_SIZE] > NARROW_VOCAB:  # ids above uint16 (cl100k, o200k)
+        return encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos)
+    return encode_narrow(data, start, end, vocab, classes, caches, scratch, out, out_pos)
+
+
+@njit(cache=True)
+def encode_narrow(data, start, end, vocab, classes, caches, scratch, out, out_pos):
+    """``encode_with`` for a vocabulary of at most ``NARROW_VOCAB`` ids (the caller checks):
+    what the recipes' kernels call. It does not reach ``encode_wide``, so a GPT-2 or URL run
+    never compiles the wide loop and its pre-tokenizers (~20 of ~56 s of a cold start,
+    bench/RESULTS.md "Session 5").
 
     Runs ``encode_run``, which cannot allocate; when a long part needs more merge room than
     ``scratch.work`` holds, it stops before that part, and the run resumes there with a work
     array of the size it asked for.
     """
-    if vocab.config[cfg.VOCAB_SIZE] > 65536:
-        return encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos)
     state = scratch.state
     work = scratch.work
     pos = start
@@ -171,7 +182,7 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
     start, ``state[1]`` the ``cut_end`` to resume with, ``state[2]`` the room needed.
 
     Compiled without reference counting (``jit.NO_REFCOUNTING``), so it allocates nothing: the
-    scratch comes from ``encode_with``. Ids below 65,536 only (``encode_with`` checks).
+    scratch comes from ``encode_narrow``. Ids below 65,536 only (its callers check).
 
     The text is taken in blocks of up to ``_BLOCK`` pieces: first the pre-tokenizer finds a
     block's pieces and prefetches each one's cache slot, then the block is encoded. Two short

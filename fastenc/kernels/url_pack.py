@@ -14,7 +14,8 @@ that recipe that are not plain numpy (``fastenc.recipes.urls`` drives them):
   canon_read, scratch, counts, irreversible, k0, k1)``: canonicalize and encode URLs ``order[k0:k1]`` into
   per-URL slots, ``[eos] ++ ids`` each, flagging the URLs that canonical() cannot give back;
   ``gather_slots`` packs the slots. One task's share: the recipe runs the tasks on threads
-  (``fastenc.tasks``; the result does not depend on the split).
+  (``fastenc.tasks``; the result does not depend on the split). The vocabulary must have at most
+  65,536 ids (``encode.encode_narrow``; the recipe's tokenizer check refuses larger ones).
 - ``gather_spans(tokens, tok_offsets, order, out, out_offsets, n_tasks)``: token spans (one per
   URL, encoded in source order) copied out in hash order: the recipe encodes URLs in the source's
   order, where neighbours share hosts and the piece caches hit, and then permutes the tokens.
@@ -42,7 +43,7 @@ import numpy as np
 from numba import njit, prange
 
 from fastenc.kernels.canonical import canonical_into
-from fastenc.kernels.encode import encode_with, new_scratch
+from fastenc.kernels.encode import encode_narrow, new_scratch
 from fastenc.kernels.jit import HELPER
 from fastenc.kernels.loads import prefetch
 from fastenc.kernels.xxh3 import mul128
@@ -353,7 +354,7 @@ def pack_url_run(data, offsets, order, canon_offsets, eos, vocab, classes, cache
     to its slot ``scratch[canon_offsets[k] + k:]`` (one slot per URL, one id more than its bytes:
     an id never covers less than one byte); ``counts[k]`` gets 1 + its number of ids. Gather the
     slots with ``gather_slots``. ``canon_read`` is a read-only view of ``canon``, which the
-    encoder reads: so ``encode_with`` is compiled for the same (read-only) types as for
+    encoder reads: so ``encode_narrow`` is compiled for the same (read-only) types as for
     ``Encoder.encode_arrays`` and Arrow columns, once for both recipes.
 
     ``irreversible[k]`` (uint8) is set to 1 when canonical(canonical(url)) != url: the card's
@@ -383,7 +384,7 @@ def pack_url_run(data, offsets, order, canon_offsets, eos, vocab, classes, cache
         c0 = canon_offsets[k]
         at = c0 + k
         scratch[at] = eos
-        counts[k] = encode_with(canon_read, c0, canon_offsets[k + 1], vocab, classes, caches, work, scratch, at + 1) - at
+        counts[k] = encode_narrow(canon_read, c0, canon_offsets[k + 1], vocab, classes, caches, work, scratch, at + 1) - at
 
 
 @njit(cache=True, nogil=True)

@@ -10,7 +10,7 @@ import numpy as np
 
 from fastenc.errors import InputError, VocabError
 from fastenc.kernels.decode import decode_into, decoded_length
-from fastenc.kernels.encode import NARROW_VOCAB, compact_runs, split_by_bytes
+from fastenc.kernels.encode import compact_runs, split_by_bytes, takes_wide_loop
 from fastenc.kernels.piece_cache import (
     DEFAULT_LONG_SLOTS,
     DEFAULT_SHORT_SLOTS,
@@ -133,7 +133,7 @@ class Encoder:
     def _encode_docs(self):
         """The batch kernel for this vocabulary's id width: a run compiles only the loop it uses
         (``fastenc.kernels.runs``)."""
-        return encode_docs_wide if self.vocab_size > NARROW_VOCAB else encode_docs
+        return encode_docs_wide if takes_wide_loop(self.vocab.config) else encode_docs
 
     def encode_arrays(self, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Batch-encode flat UTF-8 ``data`` cut by ``offsets`` (int64, n + 1, ascending).

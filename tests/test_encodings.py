@@ -8,6 +8,7 @@ tiktoken pins. Either way nothing is skipped.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import subprocess
@@ -323,3 +324,21 @@ def test_wide_piece_caches_round_trip_18_bit_ids():
                     assert got == count and out[:count].tolist() == ids.tolist()
                 else:
                     assert got == ELSEWHERE  # a marker
+
+
+def test_a_uint16_vocabulary_split_by_the_wide_patterns(tmp_path, tiktoken_gpt2, oracle, docs_fixture):
+    """GPT-2's 50,256 ranks split by cl100k's or o200k's pattern: uint16 ids, yet the wide loop
+    (``encode.takes_wide_loop``: the GPT-2/URL loop only walks its own two pre-tokenizers)."""
+    ranks = tiktoken_gpt2._mergeable_ranks
+    path = tmp_path / "gpt2.tiktoken"
+    path.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda x: x[1])))
+    texts = docs_fixture.column("text").to_pylist()[:60] + ["Hello  world's 12345 ſtuff\r\n\n  x/y", "", "日本語 🙂 ﬁ"]
+    for name, pattern in (("cl100k_base", "cl100k"), ("o200k_base", "o200k")):
+        ref = tiktoken.Encoding(name=f"gpt2-ranks-{pattern}", pat_str=oracle[name]._pat_str, mergeable_ranks=ranks,
+                                special_tokens={})
+        enc = fastenc.load(path, pattern=pattern)
+        assert enc.dtype == np.uint16
+        ids, offsets = enc.encode_batch(texts)
+        got = [ids[offsets[i]:offsets[i + 1]].tolist() for i in range(len(texts))]
+        assert got == ref.encode_ordinary_batch(texts)
+        assert enc.encode(texts[-3]) == ref.encode_ordinary(texts[-3])

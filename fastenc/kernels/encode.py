@@ -5,6 +5,8 @@ Public kernels (callable from other people's ``@njit`` code; all tables are argu
 * ``encode_text(data, start, end, vocab, classes, caches, out, out_pos) -> out_pos``
 * ``encode_with(data, start, end, vocab, classes, caches, scratch, out, out_pos) -> out_pos``
   (the same, with ``scratch = new_scratch()`` reused across documents)
+* ``encode_narrow(...)``: ``encode_with`` for GPT-2 / URL vocabularies only (``takes_wide_loop``
+  false), which compiles ~30 s faster: it never reaches the cl100k/o200k loop
 * ``encode_batch_counts(data, offsets, vocab, classes, task_caches, out, counts)``
   (parallel), then ``compact_runs(out, offsets, counts, n_tasks)`` (plain Python, numpy moves)
 * ``gather_batch(scratch, offsets, counts, out, out_offsets)`` (parallel; per-document slots)
@@ -47,9 +49,7 @@ from fastenc.kernels.piece_cache import (
 from fastenc.kernels.encode_wide import encode_text_wide
 from fastenc.kernels.jit import NO_REFCOUNTING
 from fastenc.kernels.loads import ASCII_MASKS, load_word, prefetch
-from fastenc.kernels.pretok_cl100k import cl100k_piece_end
 from fastenc.kernels.pretok_gpt2 import WINDOW, gpt2_piece_end, gpt2_window_starts
-from fastenc.kernels.pretok_o200k import o200k_piece_end
 from fastenc.kernels.pretok_url import url_piece_end
 from fastenc.kernels.segments import segment_end
 from fastenc.kernels.tables import token_id_of
@@ -128,6 +128,16 @@ NARROW_VOCAB = 65536  # vocabularies up to this size have uint16 ids: encode_nar
 
 
 @njit(cache=True)
+def takes_wide_loop(config):
+    """Whether a vocabulary (its ``Vocab.config``) is encoded by ``encode_wide.encode_text_wide``:
+    more than ``NARROW_VOCAB`` ids, or a pre-tokenizer other than GPT-2's and the URL one
+    (cl100k_base's and o200k_base's patterns are walked by the wide loop whatever the vocabulary's
+    size). Else ``encode_narrow``. Callable from Python too (``Encoder`` picks its batch kernel)."""
+    pretok = config[cfg.PRETOKENIZER]
+    return config[cfg.VOCAB_SIZE] > NARROW_VOCAB or (pretok != cfg.PRETOK_GPT2 and pretok != cfg.PRETOK_URL)
+
+
+@njit(cache=True)
 def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
     """Encode one document ``data[start:end]`` into ``out[out_pos:]``; returns the new out_pos.
 
@@ -142,18 +152,18 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
 @njit(cache=True)
 def encode_with(data, start, end, vocab, classes, caches, scratch, out, out_pos):
     """``encode_text`` with the scratch passed in (``new_scratch()``, reused across calls): any
-    vocabulary, the ids of one above ``NARROW_VOCAB`` from ``encode_wide.encode_text_wide``."""
-    if vocab.config[cfg.VOCAB_SIZE] > NARROW_VOCAB:  # ids above uint16 (cl100k, o200k)
+    vocabulary (``takes_wide_loop`` says which loop encodes it)."""
+    if takes_wide_loop(vocab.config):  # cl100k_base, o200k_base and their patterns
         return encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos)
     return encode_narrow(data, start, end, vocab, classes, caches, scratch, out, out_pos)
 
 
 @njit(cache=True)
 def encode_narrow(data, start, end, vocab, classes, caches, scratch, out, out_pos):
-    """``encode_with`` for a vocabulary of at most ``NARROW_VOCAB`` ids (the caller checks):
-    what the recipes' kernels call. It does not reach ``encode_wide``, so a GPT-2 or URL run
-    never compiles the wide loop and its pre-tokenizers (~20 of ~56 s of a cold start,
-    bench/RESULTS.md "Session 5").
+    """``encode_with`` for a vocabulary that ``takes_wide_loop`` sends here (at most
+    ``NARROW_VOCAB`` ids, the GPT-2 or URL pre-tokenizer; the caller checks): what the recipes'
+    kernels call. It does not reach ``encode_wide`` or the cl100k/o200k pre-tokenizers, so a GPT-2
+    or URL run never compiles them (~30 of ~56 s of a cold start, bench/RESULTS.md "Session 5").
 
     Runs ``encode_run``, which cannot allocate; when a long part needs more merge room than
     ``scratch.work`` holds, it stops before that part, and the run resumes there with a work
@@ -200,8 +210,7 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
     short_bytes = max_piece_bytes(short)
     long_bytes = max_piece_bytes(long)
     short_layout = short.shape[1] == SHORT_WORDS  # then the specialised lookup applies
-    pretok = vocab.config[cfg.PRETOKENIZER]
-    gpt2 = pretok == cfg.PRETOK_GPT2
+    gpt2 = vocab.config[cfg.PRETOKENIZER] == cfg.PRETOK_GPT2
     whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
     joinable = vocab.joinable
     state[0] = -1
@@ -239,11 +248,7 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
             else:
                 if gpt2:
                     piece_end = gpt2_piece_end(data, found, end, classes)
-                elif pretok == cfg.PRETOK_CL100K:
-                    piece_end = cl100k_piece_end(data, found, end, classes)
-                elif pretok == cfg.PRETOK_O200K:
-                    piece_end = o200k_piece_end(data, found, end, classes)
-                else:
+                else:  # the URL pre-tokenizer: takes_wide_loop sends every other one to the wide loop
                     piece_end = url_piece_end(data, found, end)
                 if piece_end - found > short_bytes:
                     if whole_piece_lookup:  # tiktoken's rule, HF's ignore_merges: a token is emitted as is

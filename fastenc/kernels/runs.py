@@ -18,9 +18,9 @@ def encode_docs(data, offsets, first, last, vocab, classes, caches, out, at, cou
     """Encode documents ``first..last-1`` of ``(data, offsets)`` back to back into ``out`` from
     ``at``; document i's id count goes to ``counts[i]``. Returns the end position in ``out``.
     ``caches``: one task's ``PieceCaches``; ``out`` needs ``offsets[last] - offsets[first]``
-    places from ``at`` (ids never outnumber bytes). A vocabulary of at most
-    ``encode.NARROW_VOCAB`` ids only (uint16 ids); larger ones: ``encode_docs_wide``. Two kernels,
-    so that each run compiles only the loop it uses."""
+    places from ``at`` (ids never outnumber bytes). Only for a vocabulary that
+    ``encode.takes_wide_loop`` does not send to the wide loop (GPT-2, URLs); the others:
+    ``encode_docs_wide``. Two kernels, so that each run compiles only the loop it uses."""
     scratch = new_scratch()
     for doc in range(first, last):
         end = encode_narrow(data, offsets[doc], offsets[doc + 1], vocab, classes, caches, scratch, out, at)
@@ -31,8 +31,8 @@ def encode_docs(data, offsets, first, last, vocab, classes, caches, out, at, cou
 
 @njit(cache=True, nogil=True)
 def encode_docs_wide(data, offsets, first, last, vocab, classes, caches, out, at, counts):
-    """``encode_docs`` for a vocabulary of more than ``encode.NARROW_VOCAB`` ids (cl100k_base,
-    o200k_base): the same contract, ``encode_wide.encode_text_wide`` per document."""
+    """``encode_docs`` for a vocabulary that ``encode.takes_wide_loop`` sends to the wide loop
+    (cl100k_base, o200k_base, their patterns): the same contract, ``encode_text_wide`` per document."""
     for doc in range(first, last):
         end = encode_text_wide(data, offsets[doc], offsets[doc + 1], vocab, classes, caches, out, at)
         counts[doc] = end - at

@@ -80,6 +80,8 @@ def test_after_warmup_no_command_compiles(tmp_path):
         ["verify", str(tmp_path / "bytes"), "--quiet"],
         ["encode", str(text)],
         ["encode", str(text), "-t", "urls"],
+        ["encode", str(text), "-t", "cl100k_base"],
+        ["encode", str(text), "-t", "o200k_base"],
     ]
     proc = subprocess.run([sys.executable, "-c", _COUNT_COMPILES, json.dumps(commands)], cwd=ROOT, env=env,
                           capture_output=True, text=True)
@@ -183,3 +185,11 @@ def test_narrow_runs_never_compile_the_wide_loop():
     assert wide in _reachable(runs.encode_docs_wide)
     for kernel in (encode.encode_text, encode.encode_with):
         assert {wide, "fastenc.kernels.encode.encode_narrow"} <= _reachable(kernel)
+
+
+def test_every_family_has_a_compile_estimate_and_probe():
+    from fastenc import warmup
+
+    assert set(warmup.ESTIMATED_SECONDS) == set(warmup.FAMILIES)
+    for family in warmup.FAMILIES:
+        assert warmup._probe_kernels(family), family

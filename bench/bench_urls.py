@@ -246,6 +246,23 @@ def _cpu_from_time_v(stderr: str) -> float | None:
     return float(u.group(1)) + float(s.group(1)) if u and s else None
 
 
+def _stages_from_summary(line: str | None) -> dict:
+    """Stage seconds from the recipe's summary line ("... in 63.1 s, ... (read 1.0 s, hash 2.0, encode
+    ...)"): the sidecar no longer carries timings (an output must not depend on the run's speed)."""
+    stages = {"total": float("nan")}
+    if line:
+        m = re.search(r" in ([\d.]+) s, ", line)
+        if m:
+            stages["total"] = float(m.group(1))
+        m = re.search(r"\(read ([^)]*)\)", line)
+        for part in ("read " + m.group(1)).split(", ") if m else []:
+            name, value = part.split(" ")[:2]
+            stages[name] = float(value)
+    for name in ("read", "hash", "encode", "sort", "write", "verify"):
+        stages.setdefault(name, float("nan"))
+    return stages
+
+
 def bench_full(corpus: Path, workdir: Path, n_urls: int, runs: int, keep: bool) -> dict:
     import shutil
 
@@ -281,8 +298,7 @@ def bench_full(corpus: Path, workdir: Path, n_urls: int, runs: int, keep: bool) 
             "tokens": meta["tokens"],
             "tokens_per_url": meta["tokens"] / meta["urls"],
             "process_seconds": wall,
-            "stages": meta["build"]["seconds"],
-            "threads": meta["build"]["threads"],
+            "stages": _stages_from_summary(summary[-1] if summary else None),
             "peak_rss_mb": _rss_from_time_v(r.stderr),
             "cpu_seconds": _cpu_from_time_v(r.stderr),
             "summary": summary[-1] if summary else None,

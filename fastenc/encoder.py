@@ -129,10 +129,10 @@ class Encoder:
                               np.zeros(1, dtype=np.int64))
         return out[:n].copy()
 
-    @property
+    @functools.cached_property
     def _encode_docs(self):
-        """The batch kernel for this vocabulary's id width: a run compiles only the loop it uses
-        (``fastenc.kernels.runs``)."""
+        """The batch kernel for this vocabulary (``encode.takes_wide_loop``), chosen once: a run
+        compiles only the loop it uses (``fastenc.kernels.runs``)."""
         return encode_docs_wide if takes_wide_loop(self.vocab.config) else encode_docs
 
     def encode_arrays(self, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

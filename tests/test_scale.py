@@ -239,3 +239,14 @@ def test_request_changes_names_inputs_options_and_tokenizer():
     assert request_changes(old, new) == "input files: 2 -> 1 files or another order"
     new = {**old, "options": {"part_tokens": 6}, "tokenizer_sha256": "bb"}
     assert request_changes(old, new) == "option part_tokens: 5 -> 6; tokenizer (sha256): 'aa' -> 'bb'"
+
+
+@pytest.mark.parametrize("encode", [encode_bytes, encode_gpt2, encode_shards], ids=["bytes", "gpt2", "urls"])
+def test_zero_workers_is_refused_by_every_recipe(encode, tmp_path):
+    from fastenc.errors import UsageError
+
+    src = tmp_path / "part-00000.parquet"
+    pq.write_table(pa.table({"text": ["a"], "url": ["https://com.example/"]}), src)
+    with pytest.raises(UsageError, match="--workers must be at least 1"):
+        encode([src], tmp_path / "out", workers=0, quiet=True)
+    assert not (tmp_path / "out").exists()

@@ -26,7 +26,7 @@ import signal
 from pathlib import Path
 from typing import Callable, Sequence
 
-from fastenc.errors import FastencError, InputError
+from fastenc.errors import FastencError, InputError, UsageError
 from fastenc.run import staging
 from fastenc.run.lifecycle import request_changes
 
@@ -161,6 +161,12 @@ class WorkDir:
 # ----------------------------------------------------------------------------------------------
 # The map phase on N processes
 # ----------------------------------------------------------------------------------------------
+
+
+def check_workers(workers: int) -> None:
+    """``--workers`` of every recipe: one process or more."""
+    if workers < 1:
+        raise UsageError(f"--workers must be at least 1 (got {workers})")
 
 
 def worker_threads(workers: int, threads: int | None) -> int:

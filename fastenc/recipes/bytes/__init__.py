@@ -40,7 +40,7 @@ from fastenc.arrow_io import as_input_list, check_batch_bytes, inspect_inputs, i
 from fastenc.errors import InputError, UsageError
 from fastenc.run import OutputSpec, Run, make_request
 from fastenc.run.parts import CappedParts, reread_xxh3
-from fastenc.run.units import WorkDir, map_phase, read_blocks, run_unit
+from fastenc.run.units import WorkDir, check_workers, map_phase, read_blocks, run_unit
 from fastenc.progress import format_bytes, format_rate, progress, summary_line
 
 __all__ = ["encode_bytes", "verify_output", "is_val", "shard_name", "val_rule_text", "FORMAT", "FORMAT_VERSION",
@@ -292,8 +292,7 @@ def _check_options(shard_bytes: int, val_every: int, batch_bytes: int, workers: 
         raise UsageError(f"--shard-bytes must be at least 1 (got {shard_bytes})")
     if val_every < 0:
         raise UsageError(f"--val-every must be 0 (no val split) or positive (got {val_every})")
-    if workers < 1:
-        raise UsageError(f"--workers must be at least 1 (got {workers})")
+    check_workers(workers)
     check_batch_bytes(batch_bytes)
 
 

@@ -52,7 +52,7 @@ from fastenc.arrow_io import as_input_list, check_batch_bytes, inspect_inputs, r
 from fastenc.errors import UsageError, VerificationError
 from fastenc.progress import format_bytes, format_rate, progress, summary_line
 from fastenc.run import OutputSpec, Run, make_request
-from fastenc.run.units import WorkDir, map_phase, run_unit
+from fastenc.run.units import WorkDir, check_workers, map_phase, run_unit
 # The format's names are re-exported here too: ``fastenc.recipes.gpt2`` stays the one import
 # for callers (tests, bench, ``fastenc verify``, which calls ``verify_output`` from this module).
 from fastenc.recipes.gpt2.format import (  # noqa: F401  (re-exports)
@@ -128,8 +128,7 @@ def _open_sources(inputs, column, count_column, skip_nulls: bool) -> _Sources:
 
 
 def _check_options(part_tokens: int, decode_every: int, batch_bytes: int, workers: int) -> None:
-    if workers < 1:
-        raise UsageError(f"--workers must be at least 1 (got {workers})")
+    check_workers(workers)
     if part_tokens < 1:
         raise UsageError(f"--part-tokens must be at least 1 (got {part_tokens})")
     if decode_every < 1:

@@ -65,7 +65,7 @@ from fastenc.arrow_io import invalid_utf8_count, read_column_rows, resolve_input
 from fastenc.errors import InputError, VerificationError, UsageError
 from fastenc.progress import format_bytes, progress, summary_line
 from fastenc.run import OutputSpec, Run, make_request
-from fastenc.run.units import file_xxh3, map_units, worker_threads
+from fastenc.run.units import check_workers, file_xxh3, map_units, worker_threads
 
 # The recipe's stages live in modules of their own; the names are imported here so that this
 # module stays the recipe's one entry point (``fastenc urls``, ``fastenc verify``, the tests).
@@ -329,8 +329,7 @@ def encode_shards(paths, out_dir: str | os.PathLike, *, workers: int = 1, thread
     paths = resolve_inputs([os.fspath(p) for p in paths])
     if shard is not None and len(paths) > 1:
         raise UsageError(f"--shard names one shard but {len(paths)} files were given: pass one file, or name them part-NNNNN")
-    if workers < 1:
-        raise UsageError(f"--workers must be at least 1 (got {workers})")
+    check_workers(workers)
     for path in paths:  # every file's shard index is checked before any is encoded
         if shard is not None or options.get("shard_check", True) or shard_from_name(path) is not None:
             _check_shard_args(path, shard, options.get("num_shards", DEFAULT_NUM_SHARDS), options.get("chunk_urls", DEFAULT_CHUNK_URLS))

@@ -2,7 +2,7 @@
 import numpy as np
 from numba import njit
 
-from fastenc.kernels.loads import ascii_masks64, load_word, prefetch
+from fastenc.kernels.loads import ascii_masks64, load_flat, load_word, prefetch
 
 
 @njit(cache=True)
@@ -31,6 +31,20 @@ def test_load_word_is_little_endian():
     data = np.frombuffer(bytes(range(1, 17)), dtype=np.uint8)
     for i in range(9):
         assert _word(data, i) == int.from_bytes(bytes(data[i:i + 8]), "little")
+
+
+@njit(cache=True)
+def _flat(table, i):
+    return load_flat(table, i)
+
+
+def test_load_flat_reads_a_c_contiguous_table_row_by_row():
+    rng = np.random.default_rng(7)
+    for shape in ((16, 2), (8, 4), (5, 8), (33,)):
+        table = rng.integers(0, 1 << 63, size=shape, dtype=np.uint64)
+        flat = table.ravel()
+        for i in range(flat.size):
+            assert _flat(table, i) == flat[i]
 
 
 @njit(cache=True)

@@ -56,6 +56,10 @@ from fastenc.kernels.tables import token_id_of
 
 _ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 _LEN_SHIFT = np.uint64(56)  # a short-cache key's length byte (piece_cache.py)
+# Hot array accesses index with uint64: Numba adds wraparound code (negative index -> from the end:
+# a shift, an and with the length, an add) to every signed index, and none to an unsigned one.
+_U1 = np.uint64(1)
+_U2 = np.uint64(2)
 
 
 @njit(cache=True, inline="always")
@@ -234,9 +238,10 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                     starts &= starts - np.uint64(1)
                     if n >= 2:
                         prefetch_slot(tiny, short, data, piece_start, n)
-                    ring[3 * n_found] = piece_end
-                    ring[3 * n_found + 1] = -1
-                    ring[3 * n_found + 2] = cut_end
+                    slot = np.uint64(3 * n_found)  # unsigned indices: no wraparound code (see _U)
+                    ring[slot] = piece_end
+                    ring[slot + _U1] = -1
+                    ring[slot + _U2] = cut_end
                     n_found += 1
                     piece_start = piece_end
                 if piece_start > found:
@@ -261,21 +266,23 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
             n = piece_end - found
             if n >= 2 and n <= short_bytes and found + 16 <= size:
                 prefetch_slot(tiny, short, data, found, n)
-            ring[3 * n_found] = piece_end
-            ring[3 * n_found + 1] = whole
-            ring[3 * n_found + 2] = cut_end
+            slot = np.uint64(3 * n_found)
+            ring[slot] = piece_end
+            ring[slot + _U1] = whole
+            ring[slot + _U2] = cut_end
             n_found += 1
             found = piece_end
         # --- encode them ---
         for k in range(n_found):
-            piece_end = ring[3 * k]
-            whole = ring[3 * k + 1]
+            slot = np.uint64(3 * k)
+            piece_end = ring[slot]
+            whole = ring[slot + _U1]
             n = piece_end - pos
             if whole >= 0:
-                out[out_pos] = whole
+                out[np.uint64(out_pos)] = whole
                 out_pos += 1
             elif n == 1:
-                out[out_pos] = byte_ids[data[pos]]
+                out[np.uint64(out_pos)] = byte_ids[data[np.uint64(pos)]]
                 out_pos += 1
             elif n <= long_bytes:
                 # -1: never seen, merge it; ELSEWHERE: a marker, the ids are in a later cache.

@@ -38,6 +38,24 @@ def load_word(typingctx, data, i):
 
 
 @intrinsic
+def load_flat(typingctx, table, i):
+    """Element ``i`` of a C-contiguous ``table`` counted as if it were flat (``table.ravel()[i]``,
+    for a 2-D table ``row * table.shape[1] + column``); no bounds check, the caller checks.
+
+    For the piece caches' probes: ``table[row, col]`` costs a multiply by ``shape[1]`` (read from
+    memory: Numba does not know the row width) and wraparound code for a signed row, on the
+    address of the load that every lookup waits for; here the caller's width is a constant."""
+    sig = table.dtype(table, types.intp)
+
+    def codegen(context, builder, signature, args):
+        array, index = args
+        base = context.make_array(signature.args[0])(context, builder, array).data
+        return builder.load(builder.gep(base, [index]))
+
+    return sig, codegen
+
+
+@intrinsic
 def prefetch(typingctx, arr, index):
     """Hint the CPU to start loading the cache line of element ``index`` of ``arr``, counted
     from its first element (for a C-contiguous 2-D table, ``row * arr.shape[1]``). It never

@@ -38,7 +38,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from fastenc.kernels.loads import load_word
+from fastenc.kernels.loads import load_flat, load_word
 
 TINY_WORDS = 2  # 16-byte slots: pieces up to 8 bytes with up to 3 ids (a layout of their own)
 TINY_MAX_BYTES = 8
@@ -48,12 +48,15 @@ LONG_WORDS = 8  # 64-byte slots: pieces up to 31 bytes
 MAX_CACHED_PIECE_BYTES = 8 * (LONG_WORDS // 2) - 1  # longer pieces are merged every time
 DEFAULT_SHORT_SLOTS = 1 << 20  # 32 MB: the ~650k distinct short pieces of 97 MB of multilingual text
 DEFAULT_LONG_SLOTS = 1 << 17  # 8 MB
-DEFAULT_TINY_SLOTS = 1 << 19  # 8 MB: ~260k distinct pieces of 2..8 bytes in the same text
+DEFAULT_TINY_SLOTS = 1 << 20  # 16 MB: ~323k distinct pieces of 2..8 bytes in the same text, at a
+# load of 31%: at 1 << 19 (62%) the probes ran longer and a warm pass took 5% more time (bench/RESULTS.md, session 6)
 _PROBES = 8
 ELSEWHERE = -2  # a lookup's answer for a marker: the piece is known, its ids are in a later cache
 _MUL = np.uint64(0x9E3779B97F4A7C15)
 _MUL2 = np.uint64(0xC2B2AE3D27D4EB4F)
 _U16 = np.uint64(0xFFFF)
+_ONE = np.uint64(1)
+_TWO = np.uint64(2)
 _ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 _COUNT_SHIFT = np.uint64(48)  # the id count's place in the last id word
 _LEN_SHIFT = np.uint64(56)  # the piece length's place in the last key word
@@ -210,20 +213,22 @@ def short_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     slot = short_home(k0, k1, mask)
     result = -1
     for _ in range(_PROBES):
-        stored_last = cache[slot, 1]
-        if stored_last == k1 and cache[slot, 0] == k0:
-            w0 = cache[slot, 2]
-            w1 = cache[slot, 3]
+        row = SHORT_WORDS * slot  # cache[slot, j] is load_flat(cache, row + j): no multiply by the row width
+        stored_last = load_flat(cache, row + 1)
+        if stored_last == k1 and load_flat(cache, row) == k0:
+            w0 = load_flat(cache, row + 2)
+            w1 = load_flat(cache, row + 3)
             count = np.int64(w1 >> _COUNT_SHIFT)
             if out_pos + 8 <= out_limit:  # copy all eight id places: no branch on the count
-                out[out_pos] = w0 & _U16
-                out[out_pos + 1] = (w0 >> np.uint64(16)) & _U16
-                out[out_pos + 2] = (w0 >> np.uint64(32)) & _U16
-                out[out_pos + 3] = w0 >> np.uint64(48)
-                out[out_pos + 4] = w1 & _U16
-                out[out_pos + 5] = (w1 >> np.uint64(16)) & _U16
-                out[out_pos + 6] = (w1 >> np.uint64(32)) & _U16
-                out[out_pos + 7] = w1 >> np.uint64(48)
+                o = np.uint64(out_pos)
+                out[o] = w0 & _U16
+                out[o + np.uint64(1)] = (w0 >> np.uint64(16)) & _U16
+                out[o + np.uint64(2)] = (w0 >> np.uint64(32)) & _U16
+                out[o + np.uint64(3)] = w0 >> np.uint64(48)
+                out[o + np.uint64(4)] = w1 & _U16
+                out[o + np.uint64(5)] = (w1 >> np.uint64(16)) & _U16
+                out[o + np.uint64(6)] = (w1 >> np.uint64(32)) & _U16
+                out[o + np.uint64(7)] = w1 >> np.uint64(48)
             else:
                 for j in range(count):
                     out[out_pos + j] = (cache[slot, 2 + (j >> 2)] >> np.uint64(16 * (j & 3))) & _U16
@@ -253,7 +258,8 @@ def tiny_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     A tiny slot is two words: the piece's bytes (little-endian, zero padded), then
     ``id0 | id1 << 16 | id2 << 32 | count << 48 | length << 56`` (0 = empty slot). Most pieces
     in most text are this short, so half-size slots keep the table that answers most lookups
-    at 8 MB instead of 32: fewer of its lines miss the CPU's caches.
+    at half the size of a short cache of as many slots: fewer of its lines miss the CPU's caches.
+    Its layout is fixed: ``cache.shape[1]`` must be ``TINY_WORDS``.
     """
     mask = cache.shape[0] - 1
     n = end - start
@@ -268,13 +274,14 @@ def tiny_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     slot = tiny_home(k0, n, mask)
     result = -1
     for _ in range(_PROBES):
-        w1 = cache[slot, 1]
-        if cache[slot, 0] == k0 and (w1 >> _LEN_SHIFT) == length:
+        w1 = load_flat(cache, TINY_WORDS * slot + 1)  # cache[slot, 1], without a multiply by the row width
+        if load_flat(cache, TINY_WORDS * slot) == k0 and (w1 >> _LEN_SHIFT) == length:
             count = np.int64((w1 >> _COUNT_SHIFT) & np.uint64(0xFF))
             if out_pos + TINY_MAX_IDS <= out_limit:  # copy all three id places: no branch on the count
-                out[out_pos] = w1 & _U16
-                out[out_pos + 1] = (w1 >> np.uint64(16)) & _U16
-                out[out_pos + 2] = (w1 >> np.uint64(32)) & _U16
+                o = np.uint64(out_pos)
+                out[o] = w1 & _U16
+                out[o + _ONE] = (w1 >> np.uint64(16)) & _U16
+                out[o + _TWO] = (w1 >> np.uint64(32)) & _U16
             else:
                 for j in range(count):
                     out[out_pos + j] = (w1 >> np.uint64(16 * j)) & _U16
@@ -381,7 +388,7 @@ class PieceCaches(NamedTuple):
 
 def new_piece_caches(short_slots: int = DEFAULT_SHORT_SLOTS, long_slots: int = DEFAULT_LONG_SLOTS,
                      tiny_slots: int = DEFAULT_TINY_SLOTS) -> PieceCaches:
-    """Fresh caches for one thread (48 MB by default). Keep them between calls: a warm
+    """Fresh caches for one thread (56 MB by default). Keep them between calls: a warm
     cache is what makes encoding fast, and it never changes the ids."""
     return PieceCaches(new_tiny_cache(tiny_slots), new_piece_cache(short_slots, SHORT_WORDS),
                        new_piece_cache(long_slots, LONG_WORDS))

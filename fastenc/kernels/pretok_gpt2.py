@@ -85,40 +85,41 @@ def gpt2_piece_end(data, pos, end, classes):
     Outside the contract it reads nothing: ``end`` is clipped to ``len(data)`` and a ``pos``
     outside ``[0, end)`` returns ``max(pos, end)``. Invalid UTF-8: see the module docstring.
     """
+    # (Indices are cast to uint64: Numba emits no wraparound code for unsigned ones.)
     if end > data.shape[0]:
         end = data.shape[0]
     r = pos if pos > end else end
     if pos >= 0 and pos < end:
-        b = data[pos]
+        b = data[np.uint64(pos)]
         i = pos + 1
         if b < 0x80:
             c = classes[b]
         else:
-            s = _utf8_seq(b, data[i] if i < end else 0, data[i + 1] if i + 1 < end else 0,
-                          data[i + 2] if i + 2 < end else 0)
-            c = classes[s >> 3]
+            s = _utf8_seq(b, data[np.uint64(i)] if i < end else 0, data[np.uint64(i + 1)] if i + 1 < end else 0,
+                          data[np.uint64(i + 2)] if i + 2 < end else 0)
+            c = classes[np.uint64(s >> 3)]
             i = pos + (s & 7)
         done = False
         if b == 0x27:  # "'": contractions first
             if i < end:
-                b1 = data[i]
+                b1 = data[np.uint64(i)]
                 if b1 == 0x73 or b1 == 0x74 or b1 == 0x64 or b1 == 0x6D:  # s t d m
                     r = i + 1
                     done = True
                 elif i + 1 < end:
-                    b2 = data[i + 1]
+                    b2 = data[np.uint64(i + 1)]
                     if (b2 == 0x6C and b1 == 0x6C) or (b2 == 0x65 and (b1 == 0x76 or b1 == 0x72)):  # ll ve re
                         r = i + 2
                         done = True
         elif b == 0x20 and i < end:  # " ?X++": the space joins a run that is not whitespace
-            b1 = data[i]
+            b1 = data[np.uint64(i)]
             if b1 < 0x80:
                 k = classes[b1]
                 n = 1
             else:
-                s = _utf8_seq(b1, data[i + 1] if i + 1 < end else 0, data[i + 2] if i + 2 < end else 0,
-                              data[i + 3] if i + 3 < end else 0)
-                k = classes[s >> 3]
+                s = _utf8_seq(b1, data[np.uint64(i + 1)] if i + 1 < end else 0, data[np.uint64(i + 2)] if i + 2 < end else 0,
+                              data[np.uint64(i + 3)] if i + 3 < end else 0)
+                k = classes[np.uint64(s >> 3)]
                 n = s & 7
             if k != _SPACE:
                 c = k
@@ -139,30 +140,30 @@ def gpt2_piece_end(data, pos, end, classes):
                         break
                     i += 8
             while i < end:  # the run of class c (non-ASCII letters continue a letter run)
-                b = data[i]
+                b = data[np.uint64(i)]
                 if b < 0x80:
                     if classes[b] != c:
                         r = i
                         break
                     i += 1
                 else:
-                    s = _utf8_seq(b, data[i + 1] if i + 1 < end else 0, data[i + 2] if i + 2 < end else 0,
-                                  data[i + 3] if i + 3 < end else 0)
-                    if classes[s >> 3] != c:
+                    s = _utf8_seq(b, data[np.uint64(i + 1)] if i + 1 < end else 0, data[np.uint64(i + 2)] if i + 2 < end else 0,
+                                  data[np.uint64(i + 3)] if i + 3 < end else 0)
+                    if classes[np.uint64(s >> 3)] != c:
                         r = i
                         break
                     i += s & 7
         else:
             last = pos  # start of the last whitespace code point so far
             while i < end:
-                b = data[i]
+                b = data[np.uint64(i)]
                 if b < 0x80:
                     k = classes[b]
                     n = 1
                 else:
-                    s = _utf8_seq(b, data[i + 1] if i + 1 < end else 0, data[i + 2] if i + 2 < end else 0,
-                                  data[i + 3] if i + 3 < end else 0)
-                    k = classes[s >> 3]
+                    s = _utf8_seq(b, data[np.uint64(i + 1)] if i + 1 < end else 0, data[np.uint64(i + 2)] if i + 2 < end else 0,
+                                  data[np.uint64(i + 3)] if i + 3 < end else 0)
+                    k = classes[np.uint64(s >> 3)]
                     n = s & 7
                 if k != _SPACE:
                     r = last if last > pos else i  # \s+(?!\S) keeps all but the last; one alone is \s

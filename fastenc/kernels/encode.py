@@ -225,9 +225,10 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
         # ring[3k + 2] the cut_end in effect (to resume there) ---
         n_found = 0
         while found < end and n_found < _BLOCK:
-            if gpt2 and found >= cut_end and found + WINDOW <= end:
+            if gpt2 and found >= cut_end and found + WINDOW <= end and found + WINDOW + 16 <= size:
                 # 64 ASCII bytes at a time (pretok_gpt2.gpt2_window_starts): the pieces up to
-                # the first one too long for the short cache, which the path below takes.
+                # the first one too long for the short cache, which the path below takes. (The
+                # prefetch reads a piece's key as two 8-byte words: up to 3 bytes past the window.)
                 starts = gpt2_window_starts(data, found) if ASCII_MASKS else np.uint64(0)
                 piece_start = found
                 while starts != 0 and n_found < _BLOCK:
@@ -238,7 +239,7 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                     starts &= starts - np.uint64(1)
                     if n >= 2:
                         prefetch_slot(tiny, short, data, piece_start, n)
-                    slot = np.uint64(3 * n_found)  # unsigned indices: no wraparound code (see _U)
+                    slot = np.uint64(3 * n_found)  # unsigned indices: no wraparound code (see _U1)
                     ring[slot] = piece_end
                     ring[slot + _U1] = -1
                     ring[slot + _U2] = cut_end

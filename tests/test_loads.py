@@ -47,6 +47,16 @@ def test_load_flat_reads_a_c_contiguous_table_row_by_row():
             assert _flat(table, i) == flat[i]
 
 
+def test_load_flat_refuses_a_strided_table():
+    # Its element order would not be the flat order the caller computes: Numba must refuse to type it.
+    import numba
+    import pytest
+
+    table = np.arange(32, dtype=np.uint64).reshape(16, 2)
+    with pytest.raises(numba.core.errors.TypingError):
+        _flat(table[::2], 1)
+
+
 @njit(cache=True)
 def _masks(data, i):
     return ascii_masks64(data, i)

@@ -44,7 +44,10 @@ def load_flat(typingctx, table, i):
 
     For the piece caches' probes: ``table[row, col]`` costs a multiply by ``shape[1]`` (read from
     memory: Numba does not know the row width) and wraparound code for a signed row, on the
-    address of the load that every lookup waits for; here the caller's width is a constant."""
+    address of the load that every lookup waits for; here the caller's width is a constant.
+    Only for C-contiguous arrays (another layout does not type: a compile error, never a wrong read)."""
+    if not isinstance(table, types.Array) or table.layout != "C":
+        return None
     sig = table.dtype(table, types.intp)
 
     def codegen(context, builder, signature, args):

@@ -204,16 +204,11 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
     the rest of the block, and each loop's branches are predicted on their own
     (bench/RESULTS.md, "Session 4": +15-20% warm).
     """
-    byte_ids = vocab.byte_ids
     tiny = caches.tiny
     short = caches.short
-    long = caches.long
     out_limit = out_pos + (end - start)
     size = data.shape[0]
-    tiny_bytes = TINY_MAX_BYTES
     short_bytes = max_piece_bytes(short)
-    long_bytes = max_piece_bytes(long)
-    short_layout = short.shape[1] == SHORT_WORDS  # then the specialised lookup applies
     gpt2 = vocab.config[cfg.PRETOKENIZER] == cfg.PRETOK_GPT2
     whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
     joinable = vocab.joinable
@@ -273,52 +268,74 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
             ring[slot + _U2] = cut_end
             n_found += 1
             found = piece_end
-        # --- encode them ---
-        for k in range(n_found):
-            slot = np.uint64(3 * k)
-            piece_end = ring[slot]
-            whole = ring[slot + _U1]
-            n = piece_end - pos
-            if whole >= 0:
-                out[np.uint64(out_pos)] = whole
-                out_pos += 1
-            elif n == 1:
-                out[np.uint64(out_pos)] = byte_ids[data[np.uint64(pos)]]
-                out_pos += 1
-            elif n <= long_bytes:
-                # -1: never seen, merge it; ELSEWHERE: a marker, the ids are in a later cache.
-                if n <= tiny_bytes:
-                    hit = tiny_cache_lookup(tiny, data, pos, piece_end, out, out_pos, out_limit)
-                    if hit == ELSEWHERE:  # 4..7 ids: the short cache; more: the long one
-                        if short_layout:
-                            hit = short_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
-                        else:
-                            hit = cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
-                        if hit < 0:
-                            hit = cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
-                elif n <= short_bytes:
+        # --- encode them: a function of its own (the same speed, ~1 s less to compile; RESULTS.md, session 6) ---
+        out_pos = encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limit, ranks, work, state)
+        if state[0] >= 0:  # a long part needs more merge room: the caller grows work and resumes
+            return out_pos
+        pos = ring[3 * (n_found - 1)]
+    return out_pos
+
+
+@njit(cache=True, **NO_REFCOUNTING)
+def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limit, ranks, work, state):
+    """The second half of ``encode_run``'s turn: the ids of the ``n_found`` pieces in ``ring``
+    (``ring[3k]`` a piece's end, ``ring[3k + 1]`` a whole-token id or -1, ``ring[3k + 2]`` the
+    cut_end in effect), the first starting at ``pos``, into ``out`` from ``out_pos``; returns the
+    new out_pos. A long part that needs more merge room than ``work`` holds sets ``state`` as
+    ``encode_run`` documents and stops there."""
+    byte_ids = vocab.byte_ids
+    tiny = caches.tiny
+    short = caches.short
+    long = caches.long
+    tiny_bytes = TINY_MAX_BYTES
+    short_bytes = max_piece_bytes(short)
+    long_bytes = max_piece_bytes(long)
+    short_layout = short.shape[1] == SHORT_WORDS  # then the specialised lookup applies
+    for k in range(n_found):
+        slot = np.uint64(3 * k)
+        piece_end = ring[slot]
+        whole = ring[slot + _U1]
+        n = piece_end - pos
+        if whole >= 0:
+            out[np.uint64(out_pos)] = whole
+            out_pos += 1
+        elif n == 1:
+            out[np.uint64(out_pos)] = byte_ids[data[np.uint64(pos)]]
+            out_pos += 1
+        elif n <= long_bytes:
+            # -1: never seen, merge it; ELSEWHERE: a marker, the ids are in a later cache.
+            if n <= tiny_bytes:
+                hit = tiny_cache_lookup(tiny, data, pos, piece_end, out, out_pos, out_limit)
+                if hit == ELSEWHERE:  # 4..7 ids: the short cache; more: the long one
                     if short_layout:
                         hit = short_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
                     else:
                         hit = cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
-                    if hit == ELSEWHERE:  # more than 7 ids (CJK, emoji): the long cache
+                    if hit < 0:
                         hit = cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
+            elif n <= short_bytes:
+                if short_layout:
+                    hit = short_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
                 else:
+                    hit = cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
+                if hit == ELSEWHERE:  # more than 7 ids (CJK, emoji): the long cache
                     hit = cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
-                if hit >= 0:
-                    out_pos = hit
-                else:
-                    new_pos = merge_short_piece(data, pos, piece_end, vocab, ranks, out, out_pos)
-                    remember_piece(caches, data, pos, piece_end, out, out_pos, new_pos - out_pos)
-                    out_pos = new_pos
-            else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
-                if work.shape[0] < 7 * n:  # no room: the caller grows work and resumes here
-                    state[0] = pos
-                    state[1] = ring[3 * k + 2]
-                    state[2] = 7 * n
-                    return out_pos
-                out_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
-            pos = piece_end
+            else:
+                hit = cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
+            if hit >= 0:
+                out_pos = hit
+            else:
+                new_pos = merge_short_piece(data, pos, piece_end, vocab, ranks, out, out_pos)
+                remember_piece(caches, data, pos, piece_end, out, out_pos, new_pos - out_pos)
+                out_pos = new_pos
+        else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
+            if work.shape[0] < 7 * n:  # no room: the caller grows work and resumes here
+                state[0] = pos
+                state[1] = ring[3 * k + 2]
+                state[2] = 7 * n
+                return out_pos
+            out_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
+        pos = piece_end
     return out_pos
 
 

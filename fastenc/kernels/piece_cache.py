@@ -55,8 +55,6 @@ ELSEWHERE = -2  # a lookup's answer for a marker: the piece is known, its ids ar
 _MUL = np.uint64(0x9E3779B97F4A7C15)
 _MUL2 = np.uint64(0xC2B2AE3D27D4EB4F)
 _U16 = np.uint64(0xFFFF)
-_ONE = np.uint64(1)
-_TWO = np.uint64(2)
 _ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 _COUNT_SHIFT = np.uint64(48)  # the id count's place in the last id word
 _LEN_SHIFT = np.uint64(56)  # the piece length's place in the last key word
@@ -278,10 +276,10 @@ def tiny_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
         if load_flat(cache, TINY_WORDS * slot) == k0 and (w1 >> _LEN_SHIFT) == length:
             count = np.int64((w1 >> _COUNT_SHIFT) & np.uint64(0xFF))
             if out_pos + TINY_MAX_IDS <= out_limit:  # copy all three id places: no branch on the count
-                o = np.uint64(out_pos)
+                o = np.uint64(out_pos)  # unsigned indices: no wraparound code
                 out[o] = w1 & _U16
-                out[o + _ONE] = (w1 >> np.uint64(16)) & _U16
-                out[o + _TWO] = (w1 >> np.uint64(32)) & _U16
+                out[o + np.uint64(1)] = (w1 >> np.uint64(16)) & _U16
+                out[o + np.uint64(2)] = (w1 >> np.uint64(32)) & _U16
             else:
                 for j in range(count):
                     out[out_pos + j] = (w1 >> np.uint64(16 * j)) & _U16

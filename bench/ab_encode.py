@@ -65,6 +65,7 @@ def main() -> None:
     from fastenc.kernels.encode import encode_text
     from fastenc.kernels.piece_cache import (DEFAULT_LONG_SLOTS, DEFAULT_SHORT_SLOTS, DEFAULT_TINY_SLOTS, LONG_WORDS,
                                              SHORT_WORDS, TINY_WORDS, PieceCaches)
+    from fastenc.kernels.piece_memo import new_piece_memo
     from fastenc.memory import huge_array
     from fastenc.tasks import read_only
 
@@ -94,13 +95,13 @@ def main() -> None:
     def caches():
         return PieceCaches(huge_array((DEFAULT_TINY_SLOTS, TINY_WORDS), np.uint64),
                            huge_array((DEFAULT_SHORT_SLOTS, SHORT_WORDS), np.uint64),
-                           huge_array((DEFAULT_LONG_SLOTS, LONG_WORDS), np.uint64))
+                           huge_array((DEFAULT_LONG_SLOTS, LONG_WORDS), np.uint64), new_piece_memo())
 
     sides = {"tree": loop_over(encode_text), f"base {args.base}": loop_over(base_encode_text)}
     own = {name: caches() for name in sides}
     out = {name: np.empty(len(data), dtype=enc.dtype) for name in sides}
     tiny = PieceCaches(np.zeros((16, TINY_WORDS), np.uint64), np.zeros((16, SHORT_WORDS), np.uint64),
-                       np.zeros((16, LONG_WORDS), np.uint64))
+                       np.zeros((16, LONG_WORDS), np.uint64), new_piece_memo(16, 64))
     for name, run in sides.items():  # compile on one document, out of the timing
         run(data, offsets[:2], enc.vocab, enc.classes, tiny, out[name])
     mb = len(data) / 1e6

@@ -19,7 +19,9 @@ from fastenc.kernels.piece_cache import (
     SHORT_WORDS,
     TINY_WORDS,
     PieceCaches,
+    one_task,
 )
+from fastenc.kernels.piece_memo import init_piece_memo, memo_words
 from fastenc.kernels.runs import encode_docs, encode_docs_wide
 from fastenc.tasks import run_tasks
 from fastenc.unicode_classes import class_table_for
@@ -92,7 +94,7 @@ class Encoder:
         return self.info.output_dtype
 
     def _task_caches(self) -> PieceCaches:
-        """One set of piece caches per Numba thread, stacked: ``PieceCaches(tiny[t], short[t], long[t])``.
+        """One set of piece caches per Numba thread, stacked: ``one_task(caches, t)`` is thread t's.
 
         Room is reserved once for the most threads Numba may use (``NUMBA_NUM_THREADS``): the
         memory is anonymous and only the pages a task touches are ever backed, so this costs
@@ -105,13 +107,15 @@ class Encoder:
                 _zeroed_cache_memory((room, DEFAULT_TINY_SLOTS, TINY_WORDS)),
                 _zeroed_cache_memory((room, DEFAULT_SHORT_SLOTS, SHORT_WORDS)),
                 _zeroed_cache_memory((room, DEFAULT_LONG_SLOTS, LONG_WORDS)),
+                _zeroed_cache_memory((room, memo_words())),
             )
+            for memo in self._caches.memo:
+                init_piece_memo(memo)
         return PieceCaches(*(tables[:n_tasks] for tables in self._caches))
 
     def thread_caches(self, task: int = 0) -> PieceCaches:
         """The piece caches of one task, for calling ``encode_text`` from your own code."""
-        caches = self._task_caches()
-        return PieceCaches(caches.tiny[task], caches.short[task], caches.long[task])
+        return one_task(self._task_caches(), task)
 
     # --- encoding -----------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
@@ -172,7 +176,7 @@ class Encoder:
         def task(t):
             first, last = int(bounds[t]), int(bounds[t + 1])
             if first < last:
-                own = PieceCaches(caches.tiny[t], caches.short[t], caches.long[t])
+                own = one_task(caches, t)
                 at = int(offsets[first]) - base
                 self._encode_docs(data, offsets, first, last, self.vocab, self.classes, own, ids, at, counts)
 

@@ -47,6 +47,7 @@ from fastenc.kernels.piece_cache import (
     tiny_home,
 )
 from fastenc.kernels.encode_wide import encode_text_wide
+from fastenc.kernels.piece_memo import MEMO_MAX_BYTES, memo_emit, memo_find, memo_hash, memo_prefetch, memo_store
 from fastenc.kernels.jit import NO_REFCOUNTING
 from fastenc.kernels.loads import ASCII_MASKS, load_word, prefetch
 from fastenc.kernels.pretok_gpt2 import WINDOW, gpt2_piece_end, gpt2_window_starts
@@ -106,12 +107,18 @@ def remember_piece(caches, data, start, end, ids, ids_start, count):
 
 
 _BLOCK = 64  # pieces found (and their cache slots prefetched) before any of them is encoded
+# A ring entry's second word: a whole-token id (>= 0), -1 (look the piece up and merge on a miss),
+# or one of these, for the long-piece memo (piece_memo.py):
+_MEMO_BEGIN = -2  # the first part of a piece the memo does not hold: note where its ids begin
+_MEMO_STORE = -3  # no piece: store the ids since _MEMO_BEGIN as those of data[ring[3k + 2]:ring[3k]]
+_MEMO_HIT = -4  # and below: a piece the memo holds, in table slot _MEMO_HIT - entry
 
 
 class EncodeScratch(NamedTuple):
     """One thread's working memory for ``encode_with``: ``ranks`` (the short-piece merge),
     ``work`` (the long-piece merge; a longer part gets a bigger one for its call), ``ring``
-    (a block's pieces) and ``state`` (``encode_run``'s answer to its caller)."""
+    (a block's pieces, and a memo store) and ``state`` (``encode_run``'s answer to its caller;
+    ``state[4]`` where the ids of a piece to be memoized begin)."""
 
     ranks: np.ndarray
     work: np.ndarray
@@ -125,7 +132,7 @@ def new_scratch():
     not per document."""
     return EncodeScratch(np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64),
                          np.empty(7 * 4 * MAX_CACHED_PIECE_BYTES, dtype=np.int64),
-                         np.empty(3 * _BLOCK, dtype=np.int64), np.zeros(4, dtype=np.int64))
+                         np.empty(3 * (_BLOCK + 1), dtype=np.int64), np.zeros(8, dtype=np.int64))
 
 
 NARROW_VOCAB = 65536  # vocabularies up to this size have uint16 ids: encode_narrow; larger ones encode_wide.py
@@ -171,7 +178,8 @@ def encode_narrow(data, start, end, vocab, classes, caches, scratch, out, out_po
 
     Runs ``encode_run``, which cannot allocate; when a long part needs more merge room than
     ``scratch.work`` holds, it stops before that part, and the run resumes there with a work
-    array of the size it asked for.
+    array of the size it asked for. (It also stops before a piece whose memo entry failed its
+    check, to resume by cutting that piece into parts.)
     """
     state = scratch.state
     work = scratch.work
@@ -184,7 +192,8 @@ def encode_narrow(data, start, end, vocab, classes, caches, scratch, out, out_po
             return out_pos
         pos = state[0]
         cut_end = state[1]
-        work = np.empty(max(state[2], 2 * work.shape[0]), dtype=np.int64)
+        if state[2] > work.shape[0]:  # (0: a memo entry failed its check, the piece is cut instead)
+            work = np.empty(max(state[2], 2 * work.shape[0]), dtype=np.int64)
 
 
 @njit(cache=True, **NO_REFCOUNTING)
@@ -193,7 +202,10 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
     boundary inside a long piece that ends at ``cut_end``) into ``out[out_pos:]``; returns the
     new out_pos. Sets ``state[0] = -1`` when done. When a long part needs a work array of more
     than ``work.shape[0]`` (7 per byte), it stops before that part instead: ``state[0]`` its
-    start, ``state[1]`` the ``cut_end`` to resume with, ``state[2]`` the room needed.
+    start, ``state[1]`` the ``cut_end`` to resume with, ``state[2]`` the room needed. It does
+    the same, with ``state[2] = 0``, before a long piece whose memo entry (``caches.memo``,
+    piece_memo.py) fails the check against its bytes: resumed with that ``cut_end``, the piece
+    is cut into parts.
 
     Compiled without reference counting (``jit.NO_REFCOUNTING``), so it allocates nothing: the
     scratch comes from ``encode_narrow``. Ids below 65,536 only (its callers check).
@@ -206,6 +218,7 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
     """
     tiny = caches.tiny
     short = caches.short
+    memo = caches.memo
     out_limit = out_pos + (end - start)
     size = data.shape[0]
     short_bytes = max_piece_bytes(short)
@@ -214,6 +227,7 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
     joinable = vocab.joinable
     state[0] = -1
     found = start  # the finder's position; while found < cut_end it walks the parts of a long piece
+    memo_from = -1  # the start of the long piece being cut whose ids the memo is to store
     pos = start
     while pos < end:
         # --- find up to _BLOCK pieces: ring[3k] the end, ring[3k + 1] a whole-token id or -1,
@@ -255,10 +269,24 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                     if whole_piece_lookup:  # tiktoken's rule, HF's ignore_merges: a token is emitted as is
                         whole = token_id_of(vocab.token_table, vocab.token_bytes, vocab.token_offsets, data, found, piece_end)
                     if whole < 0:
-                        # Too long to cache whole: cut it where no merge can cross (segments.py)
-                        # and encode the parts one by one, most of them from the caches.
+                        # Too long for the short cache: from the memo if seen before
+                        # (piece_memo.py), else cut where no merge can cross (segments.py) and
+                        # encode the parts one by one, most of them from the caches.
                         cut_end = piece_end
+                        memoized = cut_end - found <= MEMO_MAX_BYTES
+                        h = np.uint64(0)
+                        if memoized:
+                            h = memo_hash(data, found, cut_end)
+                            memo_prefetch(memo, h)  # (loading while the first part is found)
                         piece_end = segment_end(data, found, cut_end, joinable)
+                        if memoized:
+                            hit = memo_find(memo, h)
+                            if hit >= 0:
+                                whole = _MEMO_HIT - hit
+                                piece_end = cut_end
+                            else:
+                                whole = _MEMO_BEGIN
+                                memo_from = found
             n = piece_end - found
             if n >= 2 and n <= short_bytes and found + 16 <= size:
                 prefetch_slot(tiny, short, data, found, n)
@@ -268,6 +296,13 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
             ring[slot + _U2] = cut_end
             n_found += 1
             found = piece_end
+            if memo_from >= 0 and found == cut_end:  # the last part: then store the whole piece
+                slot = np.uint64(3 * n_found)  # (the ring has room for one entry past _BLOCK)
+                ring[slot] = found
+                ring[slot + _U1] = _MEMO_STORE
+                ring[slot + _U2] = memo_from
+                n_found += 1
+                memo_from = -1
         # --- encode them: a function of its own (the same speed, ~1 s less to compile; RESULTS.md, session 6) ---
         out_pos = encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limit, ranks, work, state)
         if state[0] >= 0:  # a long part needs more merge room: the caller grows work and resumes
@@ -296,6 +331,23 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
         piece_end = ring[slot]
         whole = ring[slot + _U1]
         n = piece_end - pos
+        if whole < -1:  # the long-piece memo (piece_memo.py)
+            if whole == _MEMO_STORE:
+                memo_store(caches.memo, data, ring[slot + _U2], pos, out, state[4], out_pos - state[4])
+                continue
+            if whole == _MEMO_BEGIN:
+                state[4] = out_pos
+            else:
+                new_pos = memo_emit(caches.memo, _MEMO_HIT - whole, vocab.token_bytes, vocab.token_offsets,
+                                    data, pos, piece_end, out, out_pos)
+                if new_pos < 0:  # a tag collision: resume here, cutting the piece into parts
+                    state[0] = pos
+                    state[1] = piece_end
+                    state[2] = 0
+                    return out_pos
+                out_pos = new_pos
+                pos = piece_end
+                continue
         if whole >= 0:
             out[np.uint64(out_pos)] = whole
             out_pos += 1
@@ -329,7 +381,7 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
                 remember_piece(caches, data, pos, piece_end, out, out_pos, new_pos - out_pos)
                 out_pos = new_pos
         else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
-            if work.shape[0] < 7 * n:  # no room: the caller grows work and resumes here
+            if work.shape[0] < 7 * n:  # no room: the caller grows work and resumes here (no memo store then)
                 state[0] = pos
                 state[1] = ring[3 * k + 2]
                 state[2] = 7 * n
@@ -371,7 +423,8 @@ def encode_batch_counts(data, offsets, vocab, classes, task_caches, out, counts)
     bounds = split_by_bytes(offsets, n_tasks)
     base = offsets[0]
     for task in prange(n_tasks):
-        caches = PieceCaches(task_caches.tiny[task], task_caches.short[task], task_caches.long[task])
+        caches = PieceCaches(task_caches.tiny[task], task_caches.short[task], task_caches.long[task],
+                             task_caches.memo[task])
         scratch = new_scratch()
         at = offsets[bounds[task]] - base
         for doc in range(bounds[task], bounds[task + 1]):

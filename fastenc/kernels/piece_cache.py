@@ -39,6 +39,7 @@ import numpy as np
 from numba import njit
 
 from fastenc.kernels.loads import load_flat, load_word
+from fastenc.kernels.piece_memo import DEFAULT_MEMO_IDS, DEFAULT_MEMO_SLOTS, new_piece_memo
 
 TINY_WORDS = 2  # 16-byte slots: pieces up to 8 bytes with up to 3 ids (a layout of their own)
 TINY_MAX_BYTES = 8
@@ -374,19 +375,27 @@ def cache_store(cache, data, start, end, ids, ids_start, count):
 
 
 class PieceCaches(NamedTuple):
-    """The three memos one thread uses: pieces of 2..8 bytes with up to 3 ids (``tiny``), of
-    up to 15 bytes with up to 7 ids (``short``), and of up to 31 bytes with up to 15 ids
-    (``long``). Stacked (one more leading axis, one entry per parallel task) for the batch
-    kernels."""
+    """The memos one thread uses: pieces of 2..8 bytes with up to 3 ids (``tiny``), of up to
+    15 bytes with up to 7 ids (``short``), of up to 31 bytes with up to 15 ids (``long``), and
+    whole pieces of 16..4,096 bytes (``memo``, piece_memo.py; the cl100k/o200k loop does not use
+    it). Stacked (one more leading axis, one entry per parallel task) for the batch kernels:
+    ``one_task`` takes a task's."""
 
     tiny: np.ndarray
     short: np.ndarray
     long: np.ndarray
+    memo: np.ndarray
+
+
+def one_task(stacked: PieceCaches, task: int) -> PieceCaches:
+    """Task ``task``'s caches out of stacked ones."""
+    return PieceCaches(*(tables[task] for tables in stacked))
 
 
 def new_piece_caches(short_slots: int = DEFAULT_SHORT_SLOTS, long_slots: int = DEFAULT_LONG_SLOTS,
-                     tiny_slots: int = DEFAULT_TINY_SLOTS) -> PieceCaches:
-    """Fresh caches for one thread (56 MB by default). Keep them between calls: a warm
+                     tiny_slots: int = DEFAULT_TINY_SLOTS, memo_slots: int = DEFAULT_MEMO_SLOTS,
+                     memo_ids: int = DEFAULT_MEMO_IDS) -> PieceCaches:
+    """Fresh caches for one thread (64 MB by default). Keep them between calls: a warm
     cache is what makes encoding fast, and it never changes the ids."""
     return PieceCaches(new_tiny_cache(tiny_slots), new_piece_cache(short_slots, SHORT_WORDS),
-                       new_piece_cache(long_slots, LONG_WORDS))
+                       new_piece_cache(long_slots, LONG_WORDS), new_piece_memo(memo_slots, memo_ids))

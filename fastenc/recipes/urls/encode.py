@@ -51,7 +51,7 @@ def encode_url_chunk(enc, data: np.ndarray, offsets: np.ndarray, order: np.ndarr
     ``tokens`` is a view: copy it before the buffer is reused.
     """
     from fastenc.kernels.encode import split_by_bytes
-    from fastenc.kernels.piece_cache import PieceCaches
+    from fastenc.kernels.piece_cache import one_task
     from fastenc.kernels.url_pack import gather_slots, pack_url_run
     from fastenc.tasks import run_tasks
 
@@ -78,7 +78,7 @@ def encode_url_chunk(enc, data: np.ndarray, offsets: np.ndarray, order: np.ndarr
     canon_read.flags.writeable = False  # the encoder's input type everywhere: one compile of it
 
     def encode_run(t):
-        own = PieceCaches(caches.tiny[t], caches.short[t], caches.long[t])
+        own = one_task(caches, t)
         pack_url_run(data, offsets, order, canon_offsets, 0, enc.vocab, enc.classes, own, canon, canon_read, scratch, counts,
                      flags, int(bounds[t]), int(bounds[t + 1]))
 

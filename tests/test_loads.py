@@ -2,7 +2,7 @@
 import numpy as np
 from numba import njit
 
-from fastenc.kernels.loads import ascii_masks64, load_flat, load_word, prefetch
+from fastenc.kernels.loads import ascii_masks64, element_address, load_at, load_flat, load_word, prefetch, prefetch_at, store_ids8
 
 
 @njit(cache=True)
@@ -75,3 +75,37 @@ def test_ascii_masks64_against_numpy():
         want = [(lower >= 0x61) & (lower <= 0x7A), (w >= 0x30) & (w <= 0x39), (w == 0x20) | ((w >= 9) & (w <= 13)),
                 w == 0x20, w == 0x27, w >= 0x80]
         assert [int(m) for m in _masks(data, i)] == [as_bits(f) for f in want], i
+
+
+@njit(cache=True)
+def _store8(out, pos, low, high):
+    store_ids8(out, pos, low, high)
+
+
+def test_store_ids8_writes_eight_ids_into_any_integer_array():
+    ids = [1, 2, 3, 0xFFFF, 50256, 0, 7, 0x8000]
+    low = sum(v << (16 * k) for k, v in enumerate(ids[:4]))
+    high = sum(v << (16 * k) for k, v in enumerate(ids[4:]))
+    for dtype in (np.uint16, np.uint32, np.int64):
+        for pos in (0, 1, 3):  # unaligned places too
+            out = np.full(12, 9, dtype=dtype)
+            _store8(out, pos, np.uint64(low), np.uint64(high))
+            assert out[:pos].tolist() == [9] * pos and out[pos + 8:].tolist() == [9] * (12 - pos - 8)
+            assert out[pos:pos + 8].tolist() == ids, (dtype, pos)
+
+
+@njit(cache=True)
+def _read_rows(table, rows):
+    # Read table[row, 1] through raw addresses (and prefetch them first).
+    total = np.uint64(0)
+    for row in rows:
+        at = element_address(table, row * table.shape[1] + 1)
+        prefetch_at(at)
+        total += load_at(at)
+    return total
+
+
+def test_element_address_and_load_at_read_the_element():
+    table = np.arange(40, dtype=np.uint64).reshape(10, 4) * np.uint64(3)
+    rows = np.array([0, 9, 4, 4], dtype=np.int64)
+    assert _read_rows(table, rows) == int(table[rows, 1].sum())

@@ -12,7 +12,7 @@ from numba import njit
 
 import fastenc
 from fastenc.kernels.encode import compact_runs, encode_batch_counts
-from fastenc.kernels.loads import load_word
+from fastenc.kernels.loads import element_address, load_word
 from fastenc.kernels.piece_cache import (
     SHORT_WORDS,
     PieceCaches,
@@ -21,6 +21,7 @@ from fastenc.kernels.piece_cache import (
     new_piece_cache,
     new_piece_caches,
     new_tiny_cache,
+    piece_slot,
     short_cache_lookup,
     tiny_cache_lookup,
     tiny_cache_store,
@@ -233,3 +234,33 @@ def test_load_word_is_eight_little_endian_bytes(raw, draw):
     i = draw.draw(st.integers(0, len(raw) - 8))
     data = np.frombuffer(raw, dtype=np.uint8)  # read-only, like Arrow buffers
     assert int(_word_at(data, i)) == int.from_bytes(raw[i : i + 8], "little")
+
+
+@njit(cache=True)
+def _home_slot(tiny, short, data, start, n):
+    # piece_slot's address as (which table, slot): 0 tiny, 1 short.
+    at, k0, second, is_short = piece_slot(tiny, short, data, start, n)
+    if is_short:
+        return 1, np.int64((at - element_address(short, 0)) // 32), k0, second
+    return 0, np.int64((at - element_address(tiny, 0)) // 16), k0, second
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(min_size=1, max_size=15), st.binary(max_size=9), st.integers(1, 3))
+def test_piece_slot_names_the_slot_a_store_fills(piece, before, count):
+    # The encode loop's hot path reads a piece's ids from the slot piece_slot names; the stores and
+    # the general lookups must put and find every piece of 1..15 bytes there (when it is at home).
+    tiny = new_tiny_cache(1 << 8)
+    short = new_piece_cache(1 << 8, SHORT_WORDS)
+    ids = np.arange(1000, 1000 + count, dtype=np.int64)
+    data = np.frombuffer(before + piece + bytes(16), dtype=np.uint8)  # 16 bytes of room past the piece
+    start, end = len(before), len(before) + len(piece)
+    table, slot, k0, second = _home_slot(tiny, short, data, start, len(piece))
+    assert k0 == int.from_bytes(piece[:8], "little")
+    if len(piece) <= 8:
+        tiny_cache_store(tiny, data, start, end, ids, 0, count)
+        assert table == 0 and tiny[slot, 0] == k0 and tiny[slot, 1] >> 56 == len(piece) == second >> 56
+    else:
+        cache_store(short, data, start, end, ids, 0, count)
+        assert table == 1 and short[slot, 0] == k0 and short[slot, 1] == second
+        assert second == int.from_bytes(piece[8:], "little") | (len(piece) << 56)

@@ -40,6 +40,8 @@ from fastenc.kernels.piece_cache import (
     cache_store,
     max_piece_bytes,
     max_piece_ids,
+    piece_slot,
+    second_mask,
     short_cache_lookup,
     short_home,
     tiny_cache_lookup,
@@ -49,7 +51,7 @@ from fastenc.kernels.piece_cache import (
 from fastenc.kernels.encode_wide import encode_text_wide
 from fastenc.kernels.piece_memo import MEMO_MAX_BYTES, memo_emit, memo_find, memo_hash, memo_prefetch, memo_store
 from fastenc.kernels.jit import NO_REFCOUNTING
-from fastenc.kernels.loads import ASCII_MASKS, load_word, prefetch
+from fastenc.kernels.loads import ASCII_MASKS, load_at, prefetch_at, store_ids8
 from fastenc.kernels.pretok_gpt2 import WINDOW, gpt2_piece_end, gpt2_window_starts
 from fastenc.kernels.pretok_url import url_piece_end
 from fastenc.kernels.segments import segment_end
@@ -61,19 +63,19 @@ _LEN_SHIFT = np.uint64(56)  # a short-cache key's length byte (piece_cache.py)
 # a shift, an and with the length, an add) to every signed index, and none to an unsigned one.
 _U1 = np.uint64(1)
 _U2 = np.uint64(2)
+_U8 = np.uint64(8)  # byte offsets of a slot's words (piece_slot's addresses)
+_U16 = np.uint64(16)
+_U24 = np.uint64(24)
+_COUNT_SHIFT = np.uint64(48)  # a slot's id count: bits 48..55 of its last word (piece_cache.py)
+_BYTE = np.uint64(0xFF)
 
 
 @njit(cache=True, inline="always")
 def prefetch_slot(tiny, short, data, start, n):
-    """Start loading the cache slot where the piece ``data[start:start + n]`` would be: the tiny
-    cache's for 2..8 bytes, the short cache's (``SHORT_WORDS`` layout) for 9..15. Needs
-    ``start + 16 <= len(data)``."""
-    k0 = load_word(data, start)
-    if n <= TINY_MAX_BYTES:
-        prefetch(tiny, tiny_home(k0 & (_ONES >> np.uint64(64 - 8 * n)), n, tiny.shape[0] - 1) * TINY_WORDS)
-    else:
-        k1 = load_word(data, start + 8) & (_ONES >> np.uint64(128 - 8 * n))
-        prefetch(short, short_home(k0, k1 | (np.uint64(n) << _LEN_SHIFT), short.shape[0] - 1) * short.shape[1])
+    """Start loading the home slot of the piece ``data[start:start + n]`` (1..15 bytes: the tiny
+    cache's for up to 8, the short cache's (``SHORT_WORDS`` layout) beyond; ``piece_slot``, no
+    branch on the length). Needs ``start + 16 <= len(data)``."""
+    prefetch_at(piece_slot(tiny, short, data, start, n)[0])
     if (tiny.shape[0] | short.shape[0] | data.shape[0]) < 0:
         n = 0
     return n
@@ -246,8 +248,7 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                     if n > short_bytes:
                         break
                     starts &= starts - np.uint64(1)
-                    if n >= 2:
-                        prefetch_slot(tiny, short, data, piece_start, n)
+                    prefetch_slot(tiny, short, data, piece_start, n)
                     slot = np.uint64(3 * n_found)  # unsigned indices: no wraparound code (see _U1)
                     ring[slot] = piece_end
                     ring[slot + _U1] = -1
@@ -288,7 +289,7 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                                 whole = _MEMO_BEGIN
                                 memo_from = found
             n = piece_end - found
-            if n >= 2 and n <= short_bytes and found + 16 <= size:
+            if n <= short_bytes and found + 16 <= size:
                 prefetch_slot(tiny, short, data, found, n)
             slot = np.uint64(3 * n_found)
             ring[slot] = piece_end
@@ -326,11 +327,26 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
     short_bytes = max_piece_bytes(short)
     long_bytes = max_piece_bytes(long)
     short_layout = short.shape[1] == SHORT_WORDS  # then the specialised lookup applies
+    size = data.shape[0]
     for k in range(n_found):
         slot = np.uint64(3 * k)
         piece_end = ring[slot]
         whole = ring[slot + _U1]
         n = piece_end - pos
+        # The hot path: a piece of 1..15 bytes found in its home slot, tiny or short, with no
+        # branch on its length (piece_slot) and its ids written as one 8-place store (the count
+        # says how many are real). Everything else takes the general path below.
+        if short_layout & (whole == -1) & (n <= short_bytes) & (pos + 16 <= size) & (out_pos + 8 <= out_limit):
+            at, k0, second, is_short = piece_slot(tiny, short, data, pos, n)
+            same = (load_at(at) == k0) & ((load_at(at + _U8) & second_mask(is_short)) == second)
+            low = load_at(at + (_U16 if is_short else _U8))
+            high = load_at(at + (_U24 if is_short else _U8))
+            count = np.int64((high >> _COUNT_SHIFT) & _BYTE)
+            if same & (count != 0):
+                store_ids8(out, out_pos, low, high)
+                out_pos += count
+                pos = piece_end
+                continue
         if whole < -1:  # the long-piece memo (piece_memo.py)
             if whole == _MEMO_STORE:
                 memo_store(caches.memo, data, ring[slot + _U2], pos, out, state[4], out_pos - state[4])
@@ -353,6 +369,8 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
             out_pos += 1
         elif n == 1:
             out[np.uint64(out_pos)] = byte_ids[data[np.uint64(pos)]]
+            if pos + 16 <= size:  # then the hot path above looks it up in the tiny cache next time
+                tiny_cache_store(tiny, data, pos, piece_end, out, out_pos, np.int64(1))
             out_pos += 1
         elif n <= long_bytes:
             # -1: never seen, merge it; ELSEWHERE: a marker, the ids are in a later cache.

@@ -118,3 +118,84 @@ def ascii_masks64(typingctx, data, i):
 
 
 ASCII_MASKS = sys.byteorder == "little"  # ascii_masks64's bit order holds on little-endian machines
+
+
+@intrinsic
+def element_address(typingctx, arr, i):
+    """The address (as ``uint64``) of element ``i`` of ``arr``, counted from its first element as
+    if it were flat; no bounds check. With ``load_at`` it lets a kernel choose *which table* to read
+    by a register select instead of a branch (``piece_cache.piece_slot``)."""
+    if not isinstance(arr, types.Array):
+        return None
+    sig = types.uint64(arr, types.intp)
+
+    def codegen(context, builder, signature, args):
+        a, index = args
+        ptr = builder.gep(context.make_array(signature.args[0])(context, builder, a).data, [index])
+        return builder.ptrtoint(ptr, ir.IntType(64))
+
+    return sig, codegen
+
+
+@intrinsic
+def load_at(typingctx, address):
+    """The ``uint64`` at ``address`` (8-byte aligned: an ``element_address`` of a ``uint64`` table)."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        return builder.load(builder.inttoptr(args[0], i64.as_pointer()), align=8)
+
+    return sig, codegen
+
+
+@intrinsic
+def prefetch_at(typingctx, address):
+    """``prefetch`` of a raw address (an ``element_address``)."""
+    sig = types.void(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [builder.inttoptr(args[0], i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def store_ids8(typingctx, out, pos, low, high):
+    """Write the eight 16-bit ids packed in ``low`` (ids 0-3, id k in bits 16k..16k+15) and ``high``
+    (ids 4-7) to ``out[pos:pos + 8]``; no bounds check. For a 16-bit ``out`` that is two unaligned
+    8-byte stores (little-endian machines; a big-endian one stores id by id), for any other integer
+    ``out`` eight element stores: one branch-free emit for a cache hit, whatever its id count (the
+    places past the count are scratch that the next piece overwrites)."""
+    if not isinstance(out, types.Array) or not isinstance(out.dtype, types.Integer):
+        return None
+    sig = types.void(out, types.intp, types.uint64, types.uint64)
+    packed = out.dtype.bitwidth == 16 and sys.byteorder == "little"
+
+    def codegen(context, builder, signature, args):
+        a, index, lo, hi = args
+        base = context.make_array(signature.args[0])(context, builder, a).data
+        i64 = ir.IntType(64)
+        first = builder.gep(base, [index])
+        if packed:
+            builder.store(lo, builder.bitcast(first, i64.as_pointer()), align=1)
+            second = builder.gep(base, [builder.add(index, ir.Constant(index.type, 4))])
+            builder.store(hi, builder.bitcast(second, i64.as_pointer()), align=1)
+        else:
+            element = base.type.pointee
+            for k in range(8):
+                word = lo if k < 4 else hi
+                value = builder.and_(builder.lshr(word, ir.Constant(i64, 16 * (k % 4))), ir.Constant(i64, 0xFFFF))
+                if element.width < 64:
+                    value = builder.trunc(value, element)
+                elif element.width > 64:
+                    value = builder.zext(value, element)
+                builder.store(value, builder.gep(base, [builder.add(index, ir.Constant(index.type, k))]))
+        return context.get_dummy_value()
+
+    return sig, codegen

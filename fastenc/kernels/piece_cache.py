@@ -12,7 +12,8 @@ so a ``W = 4`` cache (32-byte slots) holds pieces of 2..15 bytes with up to 7 id
 ``W = 8`` cache (64-byte slots) pieces of up to 31 bytes with up to 15 ids (a short piece with
 more than 7 ids, such as a run of CJK characters, is kept in the long cache). In front of them
 a *tiny* cache (``uint64[slots, 2]``, its own layout, see ``tiny_cache_lookup``) holds the
-pieces of 2..8 bytes with up to 3 ids: most lookups in most text, in a quarter of the memory
+pieces of 1..8 bytes with up to 3 ids (single bytes too: then the encode loop's hot path, which
+finds a piece's home slot with ``piece_slot``, need not branch on the length): most lookups in most text, in a quarter of the memory
 per entry, so that the table they hit stays small enough for the CPU caches. Ids must be below
 65,536 (the caller checks the vocabulary size). A slot whose last key word is 0 is empty (a
 stored piece has a non-zero length). On a collision after a short probe the home slot is
@@ -38,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from fastenc.kernels.loads import load_flat, load_word
+from fastenc.kernels.loads import element_address, load_flat, load_word
 from fastenc.kernels.piece_memo import DEFAULT_MEMO_IDS, DEFAULT_MEMO_SLOTS, new_piece_memo
 
 TINY_WORDS = 2  # 16-byte slots: pieces up to 8 bytes with up to 3 ids (a layout of their own)
@@ -77,6 +78,42 @@ def short_home(k0, k1, mask):
     """Home slot of a short-cache key (``k1`` holds the length in its top byte); equal to
     ``cache_lookup``'s hash with ``k2 = k3 = 0``."""
     return _home(((k0 * _MUL) ^ k1) * _MUL * _MUL, mask)
+
+
+_U8 = np.uint64(8)
+_U64 = np.uint64(64)
+_U128 = np.uint64(128)
+_SHIFT_BITS = np.uint64(63)
+
+
+@njit(cache=True, inline="always")
+def piece_slot(tiny, short, data, start, n):
+    """Where a piece of 1..15 bytes ``data[start:start + n]`` lives when it sits in its home slot:
+    ``(address, k0, second, is_short)``. ``address`` is that of the tiny cache's home slot for
+    1..8 bytes, else the short cache's (a ``SHORT_WORDS`` one), picked by a register select, not a
+    branch: piece lengths follow no pattern a branch predictor can learn, and the encode loop's
+    per-piece length branches were its costliest mispredictions. ``k0`` is the key's first word,
+    ``second`` what the slot's second word holds in the bits of ``second_mask(is_short)``: the key's
+    second word with the length in its top byte (short), or only the length byte (tiny).
+    Needs ``start + 16 <= len(data)``; the keys are those of ``tiny_cache_lookup`` /
+    ``short_cache_lookup`` (equal hashes), so every store and lookup agrees with it."""
+    nn = np.uint64(n)
+    head = nn if nn < _U8 else _U8
+    k0 = load_word(data, start) & (_ONES >> (_U64 - _U8 * head))  # head 1..8: a shift of 0..56
+    k1 = load_word(data, start + 8) & (_ONES >> ((_U128 - _U8 * nn) & _SHIFT_BITS))
+    k1 = k1 if nn > _U8 else np.uint64(0)
+    is_short = nn > _U8
+    second = k1 | (nn << _LEN_SHIFT)
+    tiny_at = element_address(tiny, TINY_WORDS * tiny_home(k0, n, tiny.shape[0] - 1))
+    short_at = element_address(short, SHORT_WORDS * short_home(k0, second, short.shape[0] - 1))
+    return (short_at if is_short else tiny_at), k0, second, is_short
+
+
+@njit(cache=True, inline="always")
+def second_mask(is_short):
+    """The bits of a slot's second word that ``piece_slot``'s ``second`` must match: all of them in a
+    short slot (key word and length), the length byte in a tiny one (the rest are its ids)."""
+    return _ONES if is_short else np.uint64(0xFF) << _LEN_SHIFT
 
 
 def new_piece_cache(slots: int = DEFAULT_SHORT_SLOTS, words: int = SHORT_WORDS) -> np.ndarray:

@@ -9,6 +9,7 @@ import numba
 import numpy as np
 
 from fastenc.errors import InputError, VocabError
+from fastenc.memory import OutputPool
 from fastenc.kernels.decode import decode_into, decoded_length
 from fastenc.kernels.encode import compact_runs, split_by_bytes, takes_wide_loop
 from fastenc.kernels.piece_cache import (
@@ -75,6 +76,7 @@ class Encoder:
         self.name = name or info.path
         self.classes = class_table_for(info.pretokenizer)  # the code-point classes its pre-tokenizer reads
         self._caches = None  # per-task piece caches, kept between calls (they only memoize)
+        self._outputs = OutputPool()  # id buffers that earlier results have let go of
 
     def __repr__(self) -> str:
         return f"<fastenc.Encoder {self.name!r} vocab_size={self.info.vocab_size} rule={self.info.merge_rule}>"
@@ -143,7 +145,9 @@ class Encoder:
         """Batch-encode flat UTF-8 ``data`` cut by ``offsets`` (int64, n + 1, ascending).
 
         Returns ``(ids, id_offsets)``: document i's ids are ``ids[id_offsets[i]:id_offsets[i+1]]``.
-        Uses every Numba thread; the result is the same for any thread count.
+        Uses every Numba thread; the result is the same for any thread count. For large batches
+        ``ids`` is a view of a buffer that later calls reuse once it, and every view of it, is gone
+        (``fastenc.memory.OutputPool``); results that are kept never share memory.
         """
         data = _read_only(np.ascontiguousarray(data, dtype=np.uint8))
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
@@ -153,14 +157,16 @@ class Encoder:
             raise InputError("offsets must ascend and stay within data (0 <= offsets[0] <= ... <= offsets[-1] <= len(data))")
         n_docs = len(offsets) - 1
         # The ids are written straight into one buffer of a place per byte (an upper bound), the
-        # parallel tasks' runs are moved together, and the buffer is shrunk in place (realloc of
-        # an mmap'd block: mremap, no copy): no second buffer, no per-document gather.
-        ids = np.empty(int(offsets[-1] - offsets[0]), dtype=self.dtype)
-        counts = np.zeros(n_docs, dtype=np.int64)
-        total = 0
-        if n_docs:
-            total = self._encode_runs(data, offsets, ids, counts)
-        ids.resize(total, refcheck=False)
+        # parallel tasks' runs are moved together, and the result is that buffer's head: no second
+        # buffer, no copy, no per-document gather. The buffer comes from a small pool of buffers
+        # that earlier results no longer use (OutputPool): fresh memory costs a zeroed page per
+        # 4 kB written, and page faults from two threads at once queue on the process's page tables.
+        with self._outputs.buffer(int(offsets[-1] - offsets[0]), self.dtype) as (ids, trim):
+            counts = np.zeros(n_docs, dtype=np.int64)
+            total = 0
+            if n_docs:
+                total = self._encode_runs(data, offsets, ids, counts)
+            ids = trim(total)
         id_offsets = np.zeros(n_docs + 1, dtype=np.int64)
         np.cumsum(counts, out=id_offsets[1:])
         return ids, id_offsets

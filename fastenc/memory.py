@@ -8,11 +8,14 @@ start zeroed and are only backed by memory once written, as with ``np.empty``.
 """
 from __future__ import annotations
 
+import contextlib
 import mmap
+import sys
+import threading
 
 import numpy as np
 
-__all__ = ["huge_array"]
+__all__ = ["huge_array", "OutputPool"]
 
 
 def huge_array(shape, dtype, *, min_bytes: int = 0) -> np.ndarray:
@@ -32,3 +35,59 @@ def huge_array(shape, dtype, *, min_bytes: int = 0) -> np.ndarray:
     except (AttributeError, OSError):
         pass  # plain pages: still a zeroed, lazily backed array
     return np.frombuffer(memory, dtype=dtype, count=count).reshape(shape)  # the array keeps the mapping alive
+
+
+class OutputPool:
+    """Output buffers handed out again once no result uses them (``Encoder.encode_arrays``).
+
+    A batch encode writes its ids into a buffer of one place per input byte and returns the
+    buffer's head as the result (a view). Fresh memory is slow to fill: the kernel zeroes every 4 kB
+    page at its first write (5% of a warm GPT-2 batch over 97 MB here), and when two threads fault
+    pages in at once they queue on the process's page tables (a 2-thread warm batch took 1.1-1.7x
+    longer than with a reused buffer, bench/RESULTS.md, session 7). So buffers of at least
+    ``min_bytes`` are pooled: ``buffer()`` hands out a pooled one that is big enough and that no
+    result refers to any more (its only references are the pool's), else a new one, which joins the
+    pool while it has fewer than ``keep`` (buffers over ``max_bytes`` never do: a one-off giant batch
+    should not pin its memory). A result keeps its buffer busy for as long as it, or any view of it,
+    lives, so results never share memory. Smaller outputs are plain ``np.empty`` arrays, trimmed
+    in place."""
+
+    def __init__(self, keep: int = 2, min_bytes: int = 4 << 20, max_bytes: int = 1 << 30):
+        self.keep, self.min_bytes, self.max_bytes = keep, min_bytes, max_bytes
+        self._buffers: list[np.ndarray] = []
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def buffer(self, count: int, dtype):
+        """``with pool.buffer(n, dtype) as (out, trim):`` ``out`` has room for ``n`` elements;
+        ``trim(k)`` returns the result, ``out[:k]``."""
+        dtype = np.dtype(dtype)
+        nbytes = count * dtype.itemsize
+        if nbytes < self.min_bytes:
+            out = np.empty(count, dtype)
+
+            def trim(k):
+                out.resize(k, refcheck=False)  # shrinks in place: the result owns its memory
+                return out
+
+            yield out, trim
+            return
+        out = self._take(nbytes)
+        if out is None:
+            out = np.empty(nbytes, np.uint8)
+            if nbytes <= self.max_bytes:
+                with self._lock:
+                    if len(self._buffers) < self.keep:
+                        self._buffers.append(out)
+        ids = out[:nbytes].view(dtype)
+        yield ids, (lambda k: ids[:k])
+
+    def _take(self, nbytes: int):
+        """A pooled buffer of at least ``nbytes`` that nothing outside the pool refers to (the
+        smallest such), or None. Holding the returned reference marks it busy."""
+        with self._lock:
+            free = [i for i in range(len(self._buffers))
+                    if self._buffers[i].nbytes >= nbytes and sys.getrefcount(self._buffers[i]) == 2]
+            if not free:
+                return None
+            return self._buffers[min(free, key=lambda i: self._buffers[i].nbytes)]

@@ -159,6 +159,33 @@ def test_users_njit_code_can_call_the_kernel(gpt2, docs_fixture):
     assert np.array_equal(out[:n], ids) and np.array_equal(counts, np.diff(id_offsets))
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.uint32, np.int32])
+def test_users_njit_code_may_write_ids_into_any_integer_array(gpt2, docs_fixture, dtype):
+    # The hot path writes a hit's ids as one 8-place store (loads.store_ids8): two 8-byte stores for
+    # a uint16 out, element by element for any other; the ids must not depend on which.
+    from fastenc.arrow_io import arrow_to_flat
+
+    data, offsets = arrow_to_flat(docs_fixture.column("text"))
+    out = np.empty(len(data), dtype=dtype)
+    n, counts = _users_own_loop(data, offsets, gpt2.vocab, gpt2.classes, new_piece_caches(1 << 12, 4), out)
+    ids, id_offsets = gpt2.encode_batch(docs_fixture.column("text"))
+    assert np.array_equal(out[:n], ids) and np.array_equal(counts, np.diff(id_offsets))
+
+
+def test_batch_results_never_share_memory(gpt2, docs_fixture):
+    # Encoder.encode_arrays reuses output buffers (fastenc.memory.OutputPool) only once no earlier
+    # result refers to them: results that are kept (or views of them) must survive later calls.
+    column = docs_fixture.column("text")
+    first, _ = gpt2.encode_batch(column)
+    kept = first.copy()
+    part = first[10:20]
+    del first
+    for _ in range(3):
+        again, _ = gpt2.encode_batch(column)
+        again[:] = 0  # scribble over each new result
+    assert np.array_equal(part, kept[10:20])
+
+
 def test_batch_input_validation(gpt2):
     with pytest.raises(InputError, match="null"):
         gpt2.encode_batch(pa.array(["a", None, "b"]))

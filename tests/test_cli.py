@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
 BYTES_FIXTURE = DATA / "bytes_docs.parquet"
 DOCS_FIXTURE = DATA / "docs_fixture.parquet"
+URLS_FIXTURE = DATA / "urls_fixture.parquet"
 
 
 def one_line_error(capsys, rc: int, want_rc: int = 1) -> str:
@@ -78,8 +79,21 @@ def test_output_under_a_file_and_a_full_disk_are_one_line(tmp_path, capsys):
 def test_interrupted_exits_130_and_publishes_nothing(tmp_path, capsys):
     with faults.inject(faults.FailAt(1, KeyboardInterrupt(), ops=("rename",))):
         rc = cli.main(["bytes", str(BYTES_FIXTURE), "-o", str(tmp_path / "o"), "-q"])
-    assert rc == 130 and "interrupted" in capsys.readouterr().err
+    assert rc == 130 and "interrupted; no partial output was published" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_interrupted_just_after_the_commit_says_the_output_is_complete(tmp_path, capsys):
+    """Issue 10, item 2: Ctrl-C landing just after the commit's rename (``strace -e
+    inject=rename:signal=INT``) must not say "nothing was published" over a published output."""
+    out = tmp_path / "u"
+    with faults.inject(faults.FailAt(1, KeyboardInterrupt(), ops=(faults.RENAMED,))):  # a new OUT: one rename
+        rc = cli.main(["urls", str(URLS_FIXTURE), "-o", str(out), "--no-shard-check", "-q"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 130 and err == (f"fastenc: interrupted just after {out} was published: it is complete "
+                                 "(a rerun of the same command finds it done and tidies up)")
+    assert cli.main(["verify", str(out), "-q"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["u"]
 
 
 def test_a_damaged_parquet_page_is_one_line(tmp_path, capsys):
@@ -171,7 +185,7 @@ def test_skip_nulls_in_every_recipe(tmp_path, capsys):
     for command in ("gpt2", "bytes"):
         out = tmp_path / command
         line = one_line_error(capsys, cli.main([command, str(src), "-o", str(out), "-q"]))
-        assert "null at row 1" in line and not out.exists()
+        assert "null at row 1" in line and "--skip-nulls" in line and not out.exists()  # the fix it names exists
         assert cli.main([command, str(src), "-o", str(out), "--skip-nulls", "-q", "--json"]) == 0
         meta = json.loads(capsys.readouterr().out)
         assert meta["null_documents_skipped"] == 3

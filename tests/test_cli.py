@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -194,3 +195,31 @@ def test_skip_nulls_in_every_recipe(tmp_path, capsys):
         assert [json.loads(x) for x in capsys.readouterr().out.splitlines()] == [t for t in texts if t]
     assert cli.main(["urls", str(src), "-o", str(tmp_path / "u"), "--no-shard-check", "--skip-nulls", "-q", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["null_urls_skipped"] == 3
+
+
+BAR = re.compile(r"^(?P<desc>[\w+ ]+): +(?P<pct>\d+)%\|[^|]*\| *(?P<done>[^/ ]+)/(?P<total>[^ ]+) \[")
+
+
+def final_bar_states(err: str) -> dict[str, tuple[str, str, str]]:
+    """desc -> (percent, done, total) of each progress bar's last state in ``err``."""
+    states = {}
+    for line in re.split(r"[\r\n]", err):
+        m = BAR.match(line.strip())
+        if m:
+            states[m["desc"]] = (m["pct"], m["done"], m["total"])
+    return states
+
+
+def test_progress_bars_end_at_their_total_in_whole_counts(tmp_path, capsys):
+    """Issue 10, item 9: bars ended at 99% or past their total, and URL counts showed as floats."""
+    runs = [
+        ["gpt2", str(DOCS_FIXTURE), "-o", str(tmp_path / "g")],
+        ["bytes", str(BYTES_FIXTURE), "-o", str(tmp_path / "b"), "--shard-bytes", "3000"],
+        ["urls", str(URLS_FIXTURE), "-o", str(tmp_path / "u"), "--no-shard-check"],
+    ]
+    for argv in runs:
+        assert cli.main(argv) == 0
+        states = final_bar_states(capsys.readouterr().err)
+        assert states, argv
+        for desc, (pct, done, total) in states.items():
+            assert pct == "100" and done == total and "." not in done, (argv[0], desc, pct, done, total)

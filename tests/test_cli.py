@@ -131,7 +131,23 @@ def test_malformed_tokenizer_json_is_one_line(tmp_path, capsys, edit):
     src = tmp_path / "t.txt"
     src.write_text("http://a.b/")
     line = one_line_error(capsys, cli.main(["encode", str(src), "-t", str(bad)]))
-    assert str(bad) in line
+    named = {"model_string": "'model' is a string, not an object", "added_tokens_dict": "'added_tokens' is an object, not a list",
+             "deep_pre_tokenizer": "nested too deeply"}
+    assert str(bad) in line and named[edit] in line  # the field (or the problem) itself, not a Python exception
+
+
+def test_an_unsupported_deep_pre_tokenizer_is_one_short_line(tmp_path, capsys):
+    from fastenc.vocab import builtin_tokenizer_dir
+
+    spec = json.loads((builtin_tokenizer_dir("urls") / "tokenizer.json").read_text(encoding="utf-8"))
+    for _ in range(200):  # deep, but not too deep for Python's JSON reader: refused as unsupported
+        spec["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [spec["pre_tokenizer"]]}
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text(json.dumps(spec), encoding="utf-8")
+    src = tmp_path / "t.txt"
+    src.write_text("http://a.b/")
+    line = one_line_error(capsys, cli.main(["encode", str(src), "-t", str(bad)]))
+    assert "field pre_tokenizer" in line and "is not supported" in line and len(line) < 1000
 
 
 def test_verify_source_flag_before_out_and_threads(tmp_path, capsys):

@@ -189,8 +189,22 @@ def test_help_names_the_shared_flags_and_exit_codes(capsys):
         with pytest.raises(SystemExit):
             cli.main([command, "--help"])
         text = capsys.readouterr().out
-        for flag in ("--threads", "-q, --quiet", "--json"):
+        for flag in ("--threads", "-q, --quiet", "--json", "-o DIR, --out DIR"):
             assert flag in text, (command, flag)
+        if command != "bytes":  # every command that takes a tokenizer spells it -t/--tokenizer
+            assert "-t TOKENIZER, --tokenizer TOKENIZER" in text, command
+    for command in ("urls", "gpt2", "bytes"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        text = capsys.readouterr().out
+        for flag in ("--column NAME", "--skip-nulls", "--workers", "--overwrite"):
+            assert flag in text, (command, flag)
+
+
+def test_gpt2_takes_the_tokenizer_as_t_and_as_its_old_encoding_flag():
+    parser = cli.build_parser("gpt2")
+    for spelling in (["-t", "o200k_base"], ["--tokenizer", "o200k_base"], ["--encoding", "o200k_base"]):
+        assert parser.parse_args(["gpt2", "x.parquet", "-o", "o", *spelling]).tokenizer == "o200k_base"
 
 
 def test_skip_nulls_in_every_recipe(tmp_path, capsys):

@@ -97,3 +97,14 @@ def test_kill_9_between_the_bins_rename_and_the_commit(source, tmp_path, capfd):
     assert files(out) == files(clean)
     assert "Not part of this dataset" not in (out / "README.md").read_text()
     assert not [p for p in out.iterdir() if ".tmp-" in p.name]
+
+
+def test_a_sidecar_whose_bin_is_gone_is_one_line_in_decode_and_verify(source, tmp_path, capfd):
+    out = tmp_path / "out"
+    encode(source, out, 0)
+    (out / "tokens-s00000.bin").unlink()
+    capfd.readouterr()
+    assert cli.main(["decode", str(out)]) == 1
+    err = capfd.readouterr().err.strip()
+    assert err.startswith("fastenc: error:") and "tokens-s00000.bin is missing" in err and "\n" not in err
+    assert cli.main(["verify", str(out), "-q"]) == 1

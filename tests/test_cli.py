@@ -253,3 +253,14 @@ def test_progress_bars_end_at_their_total_in_whole_counts(tmp_path, capsys):
         assert states, argv
         for desc, (pct, done, total) in states.items():
             assert pct == "100" and done == total and "." not in done, (argv[0], desc, pct, done, total)
+
+
+def test_the_summary_line_names_the_text_column_each_recipe_chose(tmp_path, capsys):
+    """Issue 10, item 9: --column defaults to 'content' in gpt2 and 'text' in bytes (each the
+    dataset card's), so the summary line must say which one a run read."""
+    src = tmp_path / "both.parquet"
+    pq.write_table(pa.table({"text": ["from text"], "content": ["from content"]}), src)
+    for command, chosen in (("gpt2", "content"), ("bytes", "text")):
+        assert cli.main([command, str(src), "-o", str(tmp_path / command)]) == 0
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert last.startswith(f"fastenc {command}:") and f"(column {chosen!r})" in last, last

@@ -32,6 +32,8 @@ DEFAULT_DOCS = REPO.parent / "shared" / "data" / "text" / "docs.parquet"
 TOOLS = ["fastenc", "tiktoken", "gigatoken", "gigatoken-ordinary", "quicktok-v1", "bpe-openai", "rs-bpe"]
 PATTERNS = {"cl100k_base": "cl100k", "o200k_base": "o200k"}
 
+from _inputs import require  # noqa: E402  (bench/ is on sys.path when a bench runs)
+
 
 def _tiktoken(name: str):
     sys.path.insert(0, str(REPO / "tests"))
@@ -144,6 +146,7 @@ def main() -> None:
     if args.worker:
         return worker(args)
     args.threads = [int(t) for t in args.threads.split(",")]
+    require(args.docs, "--docs")
 
     import pyarrow.parquet as pq
 

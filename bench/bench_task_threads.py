@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 SHARED = Path(os.environ.get("FASTENC_SHARED", ROOT.parent / "shared")) / "data"  # a worktree: set FASTENC_SHARED
 
+from _inputs import require  # noqa: E402  (bench/ is on sys.path when a bench runs)
+
 
 def timeit(fn, repeat):
     times = []
@@ -42,6 +44,7 @@ def main() -> int:
     ap.add_argument("--docs", type=Path, default=SHARED / "text" / "docs.parquet")
     ap.add_argument("--urls", type=Path, default=SHARED / "urls" / "urls.parquet")
     args = ap.parse_args()
+    require([args.docs, args.urls], "--docs/--urls")
 
     import numba
     import numpy as np

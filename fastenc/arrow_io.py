@@ -198,10 +198,13 @@ def _first_null_row(pf: pq.ParquetFile, column: str, row_groups: Iterable[int]) 
     return -1
 
 
-def _null_error(path: Path, column: str, row: int) -> InputError:
+def _null_error(path: Path, column: str, row: int, where: str = "") -> InputError:
+    """The one message for a null text value (every recipe has ``--skip-nulls``). ``where``: e.g.
+    ``" (1 of row group 0)"``."""
     return InputError(
-        f"{path}: column {column!r} has a null at row {row} (0-based) and fastenc does not guess what a missing "
-        "document means: filter the nulls out or fill them (e.g. pyarrow.compute.fill_null(col, '')) and rewrite the file"
+        f"{path}: column {column!r} has a null at row {row} (0-based){where} and fastenc does not guess what a missing "
+        "value means: pass --skip-nulls to leave nulls out (they are counted), or fill them in the source "
+        "(e.g. pyarrow.compute.fill_null(col, '')) and rewrite the file"
     )
 
 
@@ -436,12 +439,7 @@ def iter_column_chunks(path: str | os.PathLike, column: str = "url", *, skip_nul
             if nulls:
                 valid = arr.is_valid().to_numpy(zero_copy_only=False)
                 if not skip_nulls:
-                    bad = row + int(np.argmin(valid))
-                    raise InputError(
-                        f"{path}: column {column!r} has {nulls} null(s) in row group {rg}, the first at row {bad} "
-                        "(0-based); fastenc does not guess what a missing value means: pass --skip-nulls to drop "
-                        "them (they are counted), or fill them in the source"
-                    )
+                    raise _null_error(path, column, row + int(np.argmin(valid)), f" (the first of {nulls} in row group {rg})")
                 rows = row + np.flatnonzero(valid)
                 arr = arr.drop_null()
             data, offs = arrow_to_flat(arr)

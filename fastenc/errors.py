@@ -38,3 +38,12 @@ class UsageError(InputError):
     """A bad option value, such as ``--batch-bytes 0`` (exit status 2, like argparse's own errors)."""
 
     exit_code = 2
+
+
+class InterruptedAfterPublish(KeyboardInterrupt):
+    """Ctrl-C arrived just after an output's commit: the output ``out`` is published and complete
+    (a ``KeyboardInterrupt``, so that whatever stops on Ctrl-C still stops; exit status 130)."""
+
+    def __init__(self, out):
+        super().__init__(str(out))
+        self.out = out

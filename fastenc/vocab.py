@@ -123,7 +123,9 @@ def bytes_to_unicode() -> dict[int, str]:
 
 
 def _refuse(field: str, found, supported: str) -> VocabError:
-    return VocabError(f"tokenizer.json field {field} = {found!r} is not supported by fastenc; supported: {supported}")
+    shown = repr(found)
+    shown = shown if len(shown) <= 240 else shown[:240] + "..."  # one readable line, whatever the field holds
+    return VocabError(f"tokenizer.json field {field} = {shown} is not supported by fastenc; supported: {supported}")
 
 
 def _pretokenizer_kind(spec) -> int:
@@ -356,11 +358,36 @@ def _parse_spec(raw: bytes, path: Path) -> dict:
         spec = json.loads(raw)
     except ValueError as exc:
         raise VocabError(f"{path} is not valid JSON ({exc}); pass a HF tokenizer.json") from None
+    except RecursionError:
+        raise VocabError(f"{path} is nested too deeply to read (deeper than Python's recursion limit), which no HF "
+                         "tokenizer.json is; pass a tokenizer.json saved by HF tokenizers") from None
     if not isinstance(spec, dict) or "model" not in spec:
         raise VocabError(f"{path} has no 'model' field; pass a HF tokenizer.json")
+    _check_shapes(spec, path)
     _check_model(spec["model"])
     _check_pipeline(spec)
     return spec
+
+
+#: The JSON type of each top-level field a HF tokenizer.json has (None: the field may be null).
+_FIELD_SHAPES = {"model": (dict,), "added_tokens": (list, type(None)), "normalizer": (dict, type(None)),
+                 "pre_tokenizer": (dict, type(None)), "post_processor": (dict, type(None)), "decoder": (dict, type(None))}
+_JSON_NAMES = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number", bool: "true/false",
+               type(None): "null"}
+
+
+def _check_shapes(spec: dict, path: Path) -> None:
+    """Each top-level field of the JSON type HF writes, so that a wrong one is named here and
+    not met later as an AttributeError deep in the parse."""
+    for key, shapes in _FIELD_SHAPES.items():
+        if key in spec and not isinstance(spec[key], shapes):
+            want = " or ".join(_JSON_NAMES[t] for t in shapes)
+            raise VocabError(f"{path}: its {key!r} is {_JSON_NAMES.get(type(spec[key]), type(spec[key]).__name__)}, "
+                             f"not {want} as in a HF tokenizer.json; pass a tokenizer.json saved by HF tokenizers")
+    for i, token in enumerate(spec.get("added_tokens") or []):
+        if not isinstance(token, dict):
+            raise VocabError(f"{path}: added_tokens[{i}] is {_JSON_NAMES.get(type(token), type(token).__name__)}, not an "
+                             "object with 'id' and 'content'; pass a tokenizer.json saved by HF tokenizers")
 
 
 def _token_to_bytes(token: str, where: str, byte_of_char: dict) -> bytes:

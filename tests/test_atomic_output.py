@@ -1,9 +1,13 @@
 """Every recipe publishes its output in one step (docs/atomic-output.md).
 
 A fault (a full disk, Ctrl-C, ``kill -9``) injected at any mkdir, write, fsync or rename of a
-run -- through the documented hook ``fastenc.run.faults`` -- must leave no file under a final
-name unless the whole output is complete, and a plain rerun must finish byte-identical to a run
-that was never interrupted.
+run, or just after a rename returned -- through the documented hook ``fastenc.run.faults`` --
+must leave no file under a final name unless the whole output is complete, and a plain rerun
+must finish byte-identical to a run that was never interrupted.
+
+``urls`` writes into a new ``OUT`` (published whole, by one rename, like gpt2 and bytes);
+``urls_shared`` adds shard 0 to an ``OUT`` that already holds shard 1 (committed by the sidecar's
+rename): there the states allowed are "shard 0 absent" and "shard 0 complete".
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from fastenc.errors import FastencError, OutputError
+from fastenc.errors import FastencError, InterruptedAfterPublish, OutputError
 from fastenc.run import faults
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,8 +45,22 @@ def run_urls(out: Path) -> dict:
     return encode_shard(DATA / "urls_fixture.parquet", out, shard_check=False, chunk_urls=700, quiet=True)
 
 
-RECIPES = {"bytes": run_bytes, "gpt2": run_gpt2, "urls": run_urls}
-MANIFEST = {"bytes": "meta.json", "gpt2": "summary.json", "urls": "tokens-s00000.json"}
+def _no_fault(op, path) -> None:
+    pass
+
+
+def run_urls_shared(out: Path) -> dict:
+    """Shard 0 into an OUT that holds shard 1 already (made with no fault hook active)."""
+    from fastenc.recipes.urls import encode_shard
+
+    if not (out / "tokens-s00001.json").exists():
+        with faults.inject(_no_fault):
+            encode_shard(DATA / "urls_fixture.parquet", out, shard_check=False, shard=1, chunk_urls=700, quiet=True)
+    return run_urls(out)
+
+
+RECIPES = {"bytes": run_bytes, "gpt2": run_gpt2, "urls": run_urls, "urls_shared": run_urls_shared}
+MANIFEST = {"bytes": "meta.json", "gpt2": "summary.json", "urls": "tokens-s00000.json", "urls_shared": "tokens-s00000.json"}
 
 
 def snapshot(out: Path) -> dict[str, bytes]:
@@ -65,15 +83,26 @@ def temporaries(parent: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """Per recipe: the files of an uninterrupted run, and the fault points that run went through."""
+    """Per recipe: the files of an uninterrupted run, the fault points that run went through, and
+    the files of ``OUT`` before the run (nothing, or shard 1 alone for ``urls_shared``)."""
     refs = {}
     for name, run in RECIPES.items():
         out = tmp_path_factory.mktemp(name) / "out"
+        base = {}
+        if name == "urls_shared":
+            run_urls_shared_base(out)
+            base = snapshot(out)
         rec = faults.Recorder()
         with faults.inject(rec):
             run(out)
-        refs[name] = (snapshot(out), rec.steps)
+        refs[name] = (snapshot(out), rec.steps, base)
     return refs
+
+
+def run_urls_shared_base(out: Path) -> None:
+    from fastenc.recipes.urls import encode_shard
+
+    encode_shard(DATA / "urls_fixture.parquet", out, shard_check=False, shard=1, chunk_urls=700, quiet=True)
 
 
 def fault_points(steps: list) -> list[int]:
@@ -94,43 +123,69 @@ def fault_points(steps: list) -> list[int]:
     return sorted(must + rest[:: max(1, len(rest) // 12)])
 
 
-def assert_complete_or_absent(name: str, out: Path, want: dict) -> None:
-    """No final-named file unless the whole output is there."""
-    if name == "urls":
-        have = snapshot(out) if out.exists() else {}
-        if MANIFEST[name] in have:
-            assert have == want
-        else:
-            assert [f for f in have if f.startswith("tokens-")] == []
-    else:
-        assert not out.exists() or snapshot(out) == want
+def assert_complete_or_absent(out: Path, want: dict, base: dict) -> None:
+    """No final-named file unless the whole output is there: ``OUT`` is as before the run (absent,
+    or shard 1 alone) or complete."""
+    have = snapshot(out) if out.exists() else {}
+    assert have in (base, want), sorted(set(have) ^ set(want))
 
 
 @pytest.mark.parametrize("name", list(RECIPES))
 def test_a_fault_at_any_step_publishes_nothing_and_a_rerun_finishes(name, reference, tmp_path):
-    want, steps = reference[name]
+    want, steps, base = reference[name]
     assert {op for op, _ in steps} == set(faults.OPS)
     points = fault_points(steps)
     assert len(points) >= 8
     for k in points:
         out = tmp_path / f"f{k}" / "out"
+        if base:
+            run_urls_shared_base(out)
         hook = faults.FailAt(k, OSError(errno.ENOSPC, "No space left on device"))
         with faults.inject(hook), pytest.raises(OutputError, match="No space left on device"):
             RECIPES[name](out)
         assert hook.fired is not None
-        assert_complete_or_absent(name, out, want)
+        assert_complete_or_absent(out, want, base)
         assert temporaries(out.parent) == [], f"fault at {hook.fired}"
         RECIPES[name](out)
         assert snapshot(out) == want, f"rerun after a fault at {hook.fired}"
 
 
+def renames_of(steps: list) -> int:
+    return sum(op == "rename" for op, _ in steps)
+
+
+@pytest.mark.parametrize("when", ["rename", faults.RENAMED])
 @pytest.mark.parametrize("name", list(RECIPES))
-def test_ctrl_c_at_the_commit_keeps_the_previous_output(name, reference, tmp_path):
-    """--overwrite of an earlier output, interrupted at every rename: the old output or the new
-    one, never a mix; the rerun finishes."""
-    want, steps = reference[name]
-    renames = [i for i, (op, _) in enumerate(steps, 1) if op == "rename"]
-    for r in range(1, len(renames) + 1):
+def test_ctrl_c_at_any_rename_publishes_all_or_nothing(name, when, reference, tmp_path):
+    """Ctrl-C just before, or just after, each rename of a run (the commit's included: that is
+    where a real Ctrl-C lands, as ``strace -e inject=rename:signal=INT`` shows): ``OUT`` is as
+    before or complete, nothing is left under a temporary name, the message says which, and a
+    plain rerun finishes identical."""
+    want, steps, base = reference[name]
+    for r in range(1, renames_of(steps) + 1):
+        out = tmp_path / f"r{r}" / "out"
+        if base:
+            run_urls_shared_base(out)
+        hook = faults.FailAt(r, KeyboardInterrupt(), ops=(when,))
+        with faults.inject(hook), pytest.raises(KeyboardInterrupt) as exc:
+            RECIPES[name](out)
+        have = snapshot(out) if out.exists() else {}
+        assert have in (base, want), f"interrupted at {hook.fired}: {sorted(set(have) ^ set(want))}"
+        assert isinstance(exc.value, InterruptedAfterPublish) == (have == want)  # it says whether it published
+        assert temporaries(out.parent) == []
+        RECIPES[name](out)
+        assert snapshot(out) == want
+        assert sorted(p.name for p in out.parent.iterdir()) == ["out"]  # no spills left either
+
+
+@pytest.mark.parametrize("when", ["rename", faults.RENAMED])
+@pytest.mark.parametrize("name", list(RECIPES))
+def test_ctrl_c_at_the_commit_keeps_the_previous_output(name, when, reference, tmp_path):
+    """--overwrite of an earlier output, interrupted just before or after every rename: the old
+    output or the new one, never a mix; the rerun finishes."""
+    want, _, _ = reference[name]
+    rec = faults.Recorder(ops=("rename",))
+    for r in range(0, 99):
         out = tmp_path / f"r{r}" / "out"
         RECIPES[name](out)
         manifest = out / MANIFEST[name]
@@ -138,9 +193,17 @@ def test_ctrl_c_at_the_commit_keeps_the_previous_output(name, reference, tmp_pat
         old["request"]["options"]["stale"] = True  # the same files, but another request: must be redone
         manifest.write_text(json.dumps(old))
         before = snapshot(out)
-        hook = faults.FailAt(r, KeyboardInterrupt(), ops=("rename",))
+        if r == 0:  # count the renames of a replacement (the old output is moved aside first)
+            with faults.inject(rec):
+                _overwrite(name, out)
+            assert snapshot(out) == want and len(rec.steps) >= 2
+            continue
+        if r > len(rec.steps):
+            break
+        hook = faults.FailAt(r, KeyboardInterrupt(), ops=(when,))
         with faults.inject(hook), pytest.raises(KeyboardInterrupt):
             _overwrite(name, out)
+        assert hook.fired is not None
         assert snapshot(out) in (before, want), f"interrupted at {hook.fired}"
         assert temporaries(out.parent) == []
         _overwrite(name, out)
@@ -174,18 +237,30 @@ with faults.inject(faults.FailAt(n, lambda: os.kill(os.getpid(), signal.SIGKILL)
 @pytest.mark.parametrize("name", list(RECIPES))
 def test_kill_9_anywhere_then_a_plain_rerun_finishes(name, reference, tmp_path):
     """A killed process cannot clean up: its staging folder stays. The rerun deletes it (its
-    process is gone), and a bin moved in without its sidecar (urls) is deleted too."""
-    want, steps = reference[name]
-    renames = sum(op == "rename" for op, _ in steps)
+    process is gone). The documented exceptions to "as before or complete", both for a shard added to
+    a shared OUT: ``kill -9`` between the bin's and the sidecar's renames leaves that bin without its
+    sidecar (not output: tests/test_urls_commit.py), which the rerun deletes; just after the
+    sidecar's rename, the shard is committed but the folder's card is not rewritten yet (the rerun
+    does it)."""
+    want, steps, base = reference[name]
+    renames = renames_of(steps)
     writes = sum(op == "write" for op, _ in steps)
     script = KILL_SCRIPT.format(tests=str(REPO / "tests"))
-    for op, n in (("write", writes // 2), ("rename", renames)) + ((("rename", renames - 1),) if renames > 1 else ()):
+    kills = [("write", writes // 2), ("rename", renames), (faults.RENAMED, renames)]
+    kills += [("rename", renames - 1)] if renames > 1 else []
+    for op, n in kills:
         out = tmp_path / f"{op}{n}" / "out"
+        if base:
+            run_urls_shared_base(out)
         proc = subprocess.run([sys.executable, "-c", script, name, op, str(n), str(out)], capture_output=True, text=True)
         assert proc.returncode == -9, proc.stderr
-        assert_complete_or_absent(name, out, want) if name != "urls" else None
-        if name == "urls" and not (out / MANIFEST[name]).exists():
-            assert not any(p.name.endswith(".json") and p.name.startswith("tokens-") for p in out.iterdir())
+        have = {k: v for k, v in (snapshot(out) if out.exists() else {}).items() if ".tmp-" not in k}  # final names only
+        if name == "urls_shared" and (op, n) == ("rename", renames):  # killed just before the sidecar's rename
+            assert have == {**base, "tokens-s00000.bin": want["tokens-s00000.bin"]}
+        elif name == "urls_shared" and op == faults.RENAMED:  # just after it: committed, the shared card not yet rewritten
+            assert have == {**want, "README.md": base["README.md"]}
+        else:
+            assert have in (base, want), f"killed at {op} {n}"
         RECIPES[name](out)
         assert snapshot(out) == want
         assert temporaries(out.parent) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,6 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
 BYTES_FIXTURE = DATA / "bytes_docs.parquet"
 DOCS_FIXTURE = DATA / "docs_fixture.parquet"
+URLS_FIXTURE = DATA / "urls_fixture.parquet"
 
 
 def one_line_error(capsys, rc: int, want_rc: int = 1) -> str:
@@ -78,8 +80,21 @@ def test_output_under_a_file_and_a_full_disk_are_one_line(tmp_path, capsys):
 def test_interrupted_exits_130_and_publishes_nothing(tmp_path, capsys):
     with faults.inject(faults.FailAt(1, KeyboardInterrupt(), ops=("rename",))):
         rc = cli.main(["bytes", str(BYTES_FIXTURE), "-o", str(tmp_path / "o"), "-q"])
-    assert rc == 130 and "interrupted" in capsys.readouterr().err
+    assert rc == 130 and "interrupted; no partial output was published" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_interrupted_just_after_the_commit_says_the_output_is_complete(tmp_path, capsys):
+    """Issue 10, item 2: Ctrl-C landing just after the commit's rename (``strace -e
+    inject=rename:signal=INT``) must not say "nothing was published" over a published output."""
+    out = tmp_path / "u"
+    with faults.inject(faults.FailAt(1, KeyboardInterrupt(), ops=(faults.RENAMED,))):  # a new OUT: one rename
+        rc = cli.main(["urls", str(URLS_FIXTURE), "-o", str(out), "--no-shard-check", "-q"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 130 and err == (f"fastenc: interrupted just after {out} was published: it is complete "
+                                 "(a rerun of the same command finds it done and tidies up)")
+    assert cli.main(["verify", str(out), "-q"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["u"]
 
 
 def test_a_damaged_parquet_page_is_one_line(tmp_path, capsys):
@@ -116,7 +131,23 @@ def test_malformed_tokenizer_json_is_one_line(tmp_path, capsys, edit):
     src = tmp_path / "t.txt"
     src.write_text("http://a.b/")
     line = one_line_error(capsys, cli.main(["encode", str(src), "-t", str(bad)]))
-    assert str(bad) in line
+    named = {"model_string": "'model' is a string, not an object", "added_tokens_dict": "'added_tokens' is an object, not a list",
+             "deep_pre_tokenizer": "nested too deeply"}
+    assert str(bad) in line and named[edit] in line  # the field (or the problem) itself, not a Python exception
+
+
+def test_an_unsupported_deep_pre_tokenizer_is_one_short_line(tmp_path, capsys):
+    from fastenc.vocab import builtin_tokenizer_dir
+
+    spec = json.loads((builtin_tokenizer_dir("urls") / "tokenizer.json").read_text(encoding="utf-8"))
+    for _ in range(200):  # deep, but not too deep for Python's JSON reader: refused as unsupported
+        spec["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [spec["pre_tokenizer"]]}
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text(json.dumps(spec), encoding="utf-8")
+    src = tmp_path / "t.txt"
+    src.write_text("http://a.b/")
+    line = one_line_error(capsys, cli.main(["encode", str(src), "-t", str(bad)]))
+    assert "field pre_tokenizer" in line and "is not supported" in line and len(line) < 1000
 
 
 def test_verify_source_flag_before_out_and_threads(tmp_path, capsys):
@@ -158,8 +189,22 @@ def test_help_names_the_shared_flags_and_exit_codes(capsys):
         with pytest.raises(SystemExit):
             cli.main([command, "--help"])
         text = capsys.readouterr().out
-        for flag in ("--threads", "-q, --quiet", "--json"):
+        for flag in ("--threads", "-q, --quiet", "--json", "-o DIR, --out DIR"):
             assert flag in text, (command, flag)
+        if command != "bytes":  # every command that takes a tokenizer spells it -t/--tokenizer
+            assert "-t TOKENIZER, --tokenizer TOKENIZER" in text, command
+    for command in ("urls", "gpt2", "bytes"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        text = capsys.readouterr().out
+        for flag in ("--column NAME", "--skip-nulls", "--workers", "--overwrite"):
+            assert flag in text, (command, flag)
+
+
+def test_gpt2_takes_the_tokenizer_as_t_and_as_its_old_encoding_flag():
+    parser = cli.build_parser("gpt2")
+    for spelling in (["-t", "o200k_base"], ["--tokenizer", "o200k_base"], ["--encoding", "o200k_base"]):
+        assert parser.parse_args(["gpt2", "x.parquet", "-o", "o", *spelling]).tokenizer == "o200k_base"
 
 
 def test_skip_nulls_in_every_recipe(tmp_path, capsys):
@@ -171,7 +216,7 @@ def test_skip_nulls_in_every_recipe(tmp_path, capsys):
     for command in ("gpt2", "bytes"):
         out = tmp_path / command
         line = one_line_error(capsys, cli.main([command, str(src), "-o", str(out), "-q"]))
-        assert "null at row 1" in line and not out.exists()
+        assert "null at row 1" in line and "--skip-nulls" in line and not out.exists()  # the fix it names exists
         assert cli.main([command, str(src), "-o", str(out), "--skip-nulls", "-q", "--json"]) == 0
         meta = json.loads(capsys.readouterr().out)
         assert meta["null_documents_skipped"] == 3
@@ -180,3 +225,42 @@ def test_skip_nulls_in_every_recipe(tmp_path, capsys):
         assert [json.loads(x) for x in capsys.readouterr().out.splitlines()] == [t for t in texts if t]
     assert cli.main(["urls", str(src), "-o", str(tmp_path / "u"), "--no-shard-check", "--skip-nulls", "-q", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["null_urls_skipped"] == 3
+
+
+BAR = re.compile(r"^(?P<desc>[\w+ ]+): +(?P<pct>\d+)%\|[^|]*\| *(?P<done>[^/ ]+)/(?P<total>[^ ]+) \[")
+
+
+def final_bar_states(err: str) -> dict[str, tuple[str, str, str]]:
+    """desc -> (percent, done, total) of each progress bar's last state in ``err``."""
+    states = {}
+    for line in re.split(r"[\r\n]", err):
+        m = BAR.match(line.strip())
+        if m:
+            states[m["desc"]] = (m["pct"], m["done"], m["total"])
+    return states
+
+
+def test_progress_bars_end_at_their_total_in_whole_counts(tmp_path, capsys):
+    """Issue 10, item 9: bars ended at 99% or past their total, and URL counts showed as floats."""
+    runs = [
+        ["gpt2", str(DOCS_FIXTURE), "-o", str(tmp_path / "g")],
+        ["bytes", str(BYTES_FIXTURE), "-o", str(tmp_path / "b"), "--shard-bytes", "3000"],
+        ["urls", str(URLS_FIXTURE), "-o", str(tmp_path / "u"), "--no-shard-check"],
+    ]
+    for argv in runs:
+        assert cli.main(argv) == 0
+        states = final_bar_states(capsys.readouterr().err)
+        assert states, argv
+        for desc, (pct, done, total) in states.items():
+            assert pct == "100" and done == total and "." not in done, (argv[0], desc, pct, done, total)
+
+
+def test_the_summary_line_names_the_text_column_each_recipe_chose(tmp_path, capsys):
+    """Issue 10, item 9: --column defaults to 'content' in gpt2 and 'text' in bytes (each the
+    dataset card's), so the summary line must say which one a run read."""
+    src = tmp_path / "both.parquet"
+    pq.write_table(pa.table({"text": ["from text"], "content": ["from content"]}), src)
+    for command, chosen in (("gpt2", "content"), ("bytes", "text")):
+        assert cli.main([command, str(src), "-o", str(tmp_path / command)]) == 0
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert last.startswith(f"fastenc {command}:") and f"(column {chosen!r})" in last, last

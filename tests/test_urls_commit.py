@@ -97,3 +97,45 @@ def test_kill_9_between_the_bins_rename_and_the_commit(source, tmp_path, capfd):
     assert files(out) == files(clean)
     assert "Not part of this dataset" not in (out / "README.md").read_text()
     assert not [p for p in out.iterdir() if ".tmp-" in p.name]
+
+
+def test_a_sidecar_whose_bin_is_gone_is_one_line_in_decode_and_verify(source, tmp_path, capfd):
+    out = tmp_path / "out"
+    encode(source, out, 0)
+    (out / "tokens-s00000.bin").unlink()
+    capfd.readouterr()
+    assert cli.main(["decode", str(out)]) == 1
+    err = capfd.readouterr().err.strip()
+    assert err.startswith("fastenc: error:") and "tokens-s00000.bin is missing" in err and "\n" not in err
+    assert cli.main(["verify", str(out), "-q"]) == 1
+
+
+def test_a_new_out_is_one_rename_and_a_run_that_loses_the_race_publishes_into_it(source, tmp_path):
+    """A run that finds OUT absent stages the whole folder beside it and renames it onto OUT. If
+    another shard's run creates OUT in the meantime, that rename is refused (OUT has entries) and
+    this shard is published into OUT like any later shard: both end up as in a sequential run."""
+    from fastenc.run import faults
+
+    clean = tmp_path / "clean"
+    encode(source, clean, 1)
+    encode(source, clean, 0)
+
+    single = tmp_path / "single"
+    rec = faults.Recorder(ops=("rename",))
+    with faults.inject(rec):
+        encode(source, single, 0)
+    assert [p.name for _, p in rec.steps] == ["single"]  # the folder itself: one rename, nothing else
+
+    out = tmp_path / "out"
+    raced = []
+
+    def other_run_first(op, path):
+        if op == "rename" and path == out and not raced:  # just before shard 0's run renames its folder onto OUT
+            raced.append(path)
+            with faults.inject(lambda op, path: None):
+                encode(source, out, 1)
+
+    with faults.inject(other_run_first):
+        encode(source, out, 0)
+    assert raced and files(out) == files(clean)
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name] and not [p for p in out.iterdir() if ".tmp-" in p.name]

@@ -7,22 +7,19 @@ is not part of the dataset).
 from __future__ import annotations
 
 import inspect
-import re
 from pathlib import Path
 
 from fastenc.card.common import (built_section, plural, check_size, code, layout_block, num, ranges, read_json, size_category,
                                  table, yaml_header)
 from fastenc.errors import InputError
 
-_SIDECAR_RE = re.compile(r"^tokens-s(\d{5,})\.json$")
-_BIN_RE = re.compile(r"^tokens-s(\d{5,})\.bin$")
 
 
 def _sidecars(out: Path) -> list[dict]:
+    from fastenc.recipes.urls.format import sidecar_paths
+
     metas = []
-    for p in sorted(out.iterdir()):
-        if not _SIDECAR_RE.match(p.name):
-            continue
+    for p in sidecar_paths(out):
         meta = read_json(p, "a URL shard's sidecar")
         if meta.get("format") != "fastenc-urls":
             raise InputError(f"{p} is not a fastenc URL sidecar (format {meta.get('format')!r})")
@@ -45,14 +42,15 @@ def _same(metas: list[dict], key: str):
 
 
 def render(out: Path) -> str:
+    from fastenc.recipes.urls.format import uncommitted_bins
+
     metas = _sidecars(out)
     for key in ("tokenizer_sha256", "vocab_size", "dtype", "eos_token_id"):
         _same(metas, key)
     first = metas[0]
     urls = sum(int(m["urls"]) for m in metas)
     tokens = sum(int(m["tokens"]) for m in metas)
-    orphans = sorted(p.name for p in out.iterdir() if _BIN_RE.match(p.name)
-                     and not (out / p.name.replace(".bin", ".json")).is_file())
+    orphans = uncommitted_bins(out)
     num_shards = sorted({int(m["num_shards"]) for m in metas})
     sections = [
         yaml_header({"pretty_name": "URLs (tokenized)", "license": "other", "language": ["multilingual"],

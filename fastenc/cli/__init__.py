@@ -78,9 +78,13 @@ def main(argv: list[str] | None = None) -> int:
 
             prepare(args.command, args)
         return int(module.run(args) or 0)
+    except InterruptedAfterPublish as exc:
+        print(f"fastenc: interrupted just after {exc.out} was published: it is complete (a rerun of the same command "
+              "finds it done and tidies up)", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
-        print("fastenc: interrupted; nothing was published (rerun the same command: it resumes from the files "
-              "already encoded)", file=sys.stderr)
+        print("fastenc: interrupted; no partial output was published, each output appears whole or not at all "
+              "(rerun the same command: it resumes from the files already encoded)", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `fastenc decode ... | head`: the reader left, not an error
         import os
@@ -107,4 +111,4 @@ def _command(argv: list[str]) -> str:
     return json.dumps({"command": ["fastenc", *argv], "cwd": os.getcwd()})
 
 
-from fastenc.errors import FastencError  # noqa: E402  (kept light: no numba)
+from fastenc.errors import FastencError, InterruptedAfterPublish  # noqa: E402  (kept light: no numba)

@@ -117,13 +117,17 @@ def _decode_dir(args, out: Path) -> None:
     fmt = detect_format(out)
     budget = _Budget(args.start, args.limit)
     if fmt == "urls":
-        for p in sorted(out.glob("tokens-s*.bin")):
+        from fastenc.recipes.urls.format import sidecar_paths, uncommitted_bins
+
+        for name in uncommitted_bins(out):  # not committed: not part of the output
+            print(f"fastenc decode: skipping {name}: {_LEFTOVER}", file=sys.stderr)
+        for p in sidecar_paths(out):
             if budget.done():
                 return
-            if not p.with_suffix(".json").is_file():  # not committed: not part of the output
-                print(f"fastenc decode: skipping {p.name}: {_LEFTOVER}", file=sys.stderr)
-                continue
-            _decode_url_bin(args, p, budget)
+            if not p.with_suffix(".bin").is_file():
+                raise InputError(f"{p.with_suffix('.bin')} is missing but {p.name} lists it: the output is damaged; "
+                                 f"run `fastenc verify {out}`")
+            _decode_url_bin(args, p.with_suffix(".bin"), budget)
         return
     for p in _document_bins(out, fmt):
         if budget.done():

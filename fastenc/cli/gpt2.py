@@ -16,10 +16,10 @@ def add_arguments(p) -> None:
                    help="buckets to write, e.g. b1,b2,b3 (default: all of b0..b6); the others are counted and dropped")
     p.add_argument("--part-tokens", type=o.size_arg, default=DEFAULT_PART_TOKENS,
                    help="part size limit in tokens; parts end at document boundaries (default: 268435456 = 2**28, 512 MiB of bin)")
-    p.add_argument("--encoding", default="gpt2",
-                   help="gpt2 (default), cl100k_base, o200k_base, or the path of a tokenizer.json or .tiktoken file; "
-                        "ids are uint16 when they all fit, else uint32 (recorded in every sidecar)")
-    o.add_pattern(p, "--encoding")
+    o.add_tokenizer(p, "gpt2", "gpt2 (default), cl100k_base, o200k_base, or the path of a tokenizer.json or .tiktoken file; "
+                    "ids are uint16 when they all fit, else uint32 (recorded in every sidecar); --encoding is the same flag",
+                    aliases=("--encoding",))
+    o.add_pattern(p, "-t")
     p.add_argument("--count-column", default=DEFAULT_COUNT_COLUMN,
                    help=f"column of expected token counts, compared for every document when present (default: {DEFAULT_COUNT_COLUMN})")
     p.add_argument("--no-count-check", action="store_true", help="do not compare token counts with a count column")
@@ -40,7 +40,7 @@ def run(args) -> int:
     summary = encode_gpt2(args.inputs, args.out, column=args.column, buckets=args.buckets, part_tokens=args.part_tokens,
                           count_column=None if args.no_count_check else args.count_column, decode_every=args.decode_every,
                           batch_bytes=args.batch_bytes, skip_nulls=args.skip_nulls, threads=args.threads, workers=args.workers, overwrite=args.overwrite, quiet=args.quiet,
-                          encoding=args.encoding, pattern=args.pattern)
+                          encoding=args.tokenizer, pattern=args.pattern)
     if args.json:
         o.print_json(summary)
     return 0

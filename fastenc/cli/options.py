@@ -57,8 +57,9 @@ def add_out(p, help_text: str) -> None:
     p.add_argument("-o", "--out", required=True, metavar="DIR", help=help_text)
 
 
-def add_tokenizer(p, default: str, help_text: str | None = None) -> None:
-    p.add_argument("-t", "--tokenizer", default=default,
+def add_tokenizer(p, default: str, help_text: str | None = None, aliases: tuple[str, ...] = ()) -> None:
+    """``-t/--tokenizer`` (``aliases``: older spellings still accepted, e.g. gpt2's ``--encoding``)."""
+    p.add_argument("-t", "--tokenizer", *aliases, dest="tokenizer", default=default, metavar="TOKENIZER",
                    help=help_text or f"'gpt2', 'urls' or a path to a tokenizer.json or its folder (default: {default})")
 
 

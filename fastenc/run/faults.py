@@ -10,9 +10,13 @@ process to simulate a full disk, Ctrl-C or ``kill -9`` at exactly that point::
     with faults.inject(faults.FailAt(5, OSError(28, "No space left on device"))):
         encode_bytes(...)          # the 5th step raises
 
-``ops``: ``"mkdir"``, ``"write"``, ``"fsync"``, ``"rename"``. The hook is process-wide (the
-URL recipe writes its bin from a background thread) and is meant for tests and drills, not
-for production runs.
+``ops``: ``"mkdir"``, ``"write"``, ``"fsync"``, ``"rename"`` (each called before the operation),
+and ``"renamed"`` (``RENAMED``: called just after a rename returned, where a real Ctrl-C or
+``kill -9`` can land too: the rename has happened, the caller's bookkeeping has not). The hook is
+process-wide (the URL recipe writes its bin from a background thread) and is meant for tests
+and drills, not for production runs. ``FailAt`` and ``Recorder`` count the four ``OPS`` unless
+told otherwise (``ops=(RENAMED,)``), so the step numbers of a failure drill stay those of
+the operations that can fail.
 
 Worker processes (``--workers N``, ``fastenc.run.units``) cannot be reached by ``inject``: each
 installs the hook named by the environment variable ``FASTENC_FAULT=OP:N:ACTION`` when it
@@ -27,9 +31,10 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterator
 
-__all__ = ["OPS", "inject", "step", "FailAt", "Recorder", "install_from_env", "ENV"]
+__all__ = ["OPS", "RENAMED", "inject", "step", "FailAt", "Recorder", "install_from_env", "ENV"]
 
 OPS = ("mkdir", "write", "fsync", "rename")
+RENAMED = "renamed"  # after a rename: nothing can fail there, but a signal can arrive
 
 Hook = Callable[[str, Path], None]
 _hook: Hook | None = None
@@ -54,13 +59,17 @@ def inject(hook: Hook) -> Iterator[Hook]:
 
 
 class Recorder:
-    """A hook that records every step, as ``(op, path)`` pairs: run once to list the fault points."""
+    """A hook that records every step whose op is in ``ops`` (default: the four ``OPS``), as
+    ``(op, path)`` pairs: run once to list the fault points."""
 
-    def __init__(self):
+    def __init__(self, ops: tuple[str, ...] = OPS):
+        self.ops = ops
         self.steps: list[tuple[str, Path]] = []
         self._lock = threading.Lock()
 
     def __call__(self, op: str, path: Path) -> None:
+        if op not in self.ops:
+            return
         with self._lock:
             self.steps.append((op, path))
 

@@ -11,9 +11,14 @@ A recipe describes its output once (``OutputSpec``) and runs as::
         ...
         run.publish(manifest)             # manifest written into the stage, then the commit
 
-Leaving the block by an exception (KeyboardInterrupt included) deletes the stage, removes an
-``OUT`` the run created (manifest publication), restores the thread count, and turns an OSError
-of the output side (disk full, permission, read-only file system) into one ``OutputError`` line.
+Leaving the block by an exception (KeyboardInterrupt included) deletes the stage, restores the
+thread count, and turns an OSError of the output side (disk full, permission, read-only file
+system) into one ``OutputError`` line. An exception that arrives after the commit (Ctrl-C just
+after the rename) leaves the published output as it is and says so (``InterruptedAfterPublish``).
+
+``OUT`` shared by many units (``mode="into"``, urls) but holding no file yet is created by this
+run: it is staged whole beside ``OUT`` and appears by one rename, like a folder output; once it
+exists, each later unit moves its files in, its manifest last (docs/atomic-output.md).
 """
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from fastenc.errors import InputError, OutputError, UsageError
+from fastenc.errors import InputError, InterruptedAfterPublish, OutputError, UsageError
 from fastenc.run import staging
 
 __all__ = ["OutputSpec", "Run", "Stats", "make_request", "request_changes", "finished_same", "output_error"]
@@ -45,7 +50,8 @@ class OutputSpec:
     size or None)`` of every file it lists. ``is_own(name)``: whether a top-level entry of
     ``OUT`` belongs to this kind of output (others' files are never deleted). ``mode``:
     ``"folder"`` (``OUT`` is the output, published by renaming the staging folder) or
-    ``"into"`` (``OUT`` is shared; the stage's entries move in, the manifest last).
+    ``"into"`` (``OUT`` is shared; the stage's entries move in, the manifest last; an ``OUT`` with
+    no file yet is published whole, by one rename).
     ``leftovers``: for ``"into"``, the entries of ``OUT`` that a missing manifest makes leftovers.
     """
 
@@ -192,6 +198,16 @@ def _refresh_shared_card(out: Path, fmt: str) -> None:
               f"run `fastenc card {out}`", file=sys.stderr)
 
 
+def _after_commit_error(exc: BaseException, out: Path) -> None:
+    """An exception that arrived after the commit (Ctrl-C just then, or a failed step after it,
+    such as the folder's fsync): the output is complete, and the message must say so."""
+    if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, InterruptedAfterPublish):
+        raise InterruptedAfterPublish(out) from exc
+    if isinstance(exc, OSError) and not isinstance(exc, OutputError):
+        raise OutputError(f"the output {out} is published and complete, but a step after its commit failed: "
+                          f"{exc.strerror or exc} ({exc.filename or out}): rerun the same command to tidy up") from exc
+
+
 class Stats:
     """One run's timings and counters: ``with stats.time("encode"): ...``, ``stats.add("docs", n)``."""
 
@@ -230,7 +246,10 @@ class Run:
         self.stats = Stats()
         self._stage: staging.Stage | None = None
         self._old_threads: int | None = None
-        self._created_out = False
+        #: "into" mode, and ``out`` holds no file yet: this run creates it, so the whole folder
+        #: is staged beside it and appears by one rename (``staging.publish_new``)
+        self._fresh = False
+        self._committed = False
 
     # -- entering: check OUT, clean up, decide ------------------------------------------------
 
@@ -257,9 +276,11 @@ class Run:
             out.parent.mkdir(parents=True, exist_ok=True)
             staging.clean_stale(out.parent, out.name, spec.is_own)
         else:
-            self._created_out = not out.exists()
-            out.mkdir(parents=True, exist_ok=True)
-            staging.clean_stale(out, None, spec.is_own)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            staging.clean_stale(out.parent, out.name, spec.is_own)  # a new OUT staged by a process that is gone
+            if out.is_dir():
+                staging.clean_stale(out, None, spec.is_own)
+            self._fresh = not out.is_dir() or not staging.has_files(out)
         done = finished_same(out, spec, self.request)
         if done is not None and not self.overwrite:
             return done
@@ -306,7 +327,7 @@ class Run:
     def stage(self) -> staging.Stage:
         """The staging folder (created on first use)."""
         if self._stage is None:
-            if self.spec.mode == "folder":
+            if self.spec.mode == "folder" or self._fresh:
                 where = self.out.with_name(staging.temp_name(self.out.name))
             else:
                 where = self.out / staging.temp_name("")
@@ -323,16 +344,37 @@ class Run:
         if command is not None:  # how it was built, for the card; not in the request (see COMMAND_ENV)
             manifest.setdefault("build", {}).update(command)
         stage.write_json(self.spec.manifest, manifest)
-        if self.spec.mode == "folder":
-            card.write_staged(stage, self.spec.format)  # part of the output: it appears with the commit
-            staging.publish_folder(stage, self.out, self.spec.is_own)
-        else:
-            try:
-                staging.publish_into(stage, self.out, self.spec.manifest, self.spec.shared, self.spec.leftovers)
-            finally:  # also when a step after the commit (the folder's fsync) failed
-                if _holds(self.out / self.spec.manifest, manifest):
-                    _refresh_shared_card(self.out, self.spec.format)
+        try:
+            if self.spec.mode == "folder":
+                card.write_staged(stage, self.spec.format)  # part of the output: it appears with the commit
+                staging.publish_folder(stage, self.out, self.spec.is_own)
+            elif not (self._fresh and self._publish_new(stage)):
+                self._publish_into(stage, manifest)
+        except BaseException:
+            self._committed = _holds(self.out / self.spec.manifest, manifest)  # e.g. Ctrl-C just after the commit
+            raise
+        self._committed = True
         self._stage = None
+
+    def _publish_new(self, stage: staging.Stage) -> bool:
+        """An ``OUT`` this run creates: the folder, its card included, appears by one rename.
+        False if another run (another shard) created ``OUT`` meanwhile: then it is published
+        into that one like any later shard."""
+        from fastenc import card
+
+        card.write_staged(stage, self.spec.format)
+        if staging.publish_new(stage, self.out):
+            return True
+        (stage.dir / card.CARD).unlink()  # the shared folder's card covers every shard: rewritten after the commit
+        self._check_unit_free(self.out)
+        return False
+
+    def _publish_into(self, stage: staging.Stage, manifest: dict) -> None:
+        try:
+            staging.publish_into(stage, self.out, self.spec.manifest, self.spec.shared, self.spec.leftovers)
+        finally:  # also when a step after the commit (the folder's fsync) failed
+            if _holds(self.out / self.spec.manifest, manifest):
+                _refresh_shared_card(self.out, self.spec.format)
 
     # -- leaving ------------------------------------------------------------------------------
 
@@ -346,9 +388,8 @@ class Run:
         if self._stage is not None:
             self._stage.discard()
             self._stage = None
-        if self._created_out:
-            with contextlib.suppress(OSError):
-                self.out.rmdir()
+        if self._committed:
+            _after_commit_error(exc, self.out)
         if isinstance(exc, OSError) and not isinstance(exc, OutputError) and self._is_output_side(exc):
             raise output_error(exc, self.out) from exc
         return False

@@ -9,9 +9,14 @@ The rule (docs/atomic-output.md):
   or still the previous output; after it, ``OUT`` is the complete new output. An ``OUT`` that is
   replaced (``--overwrite``) is first renamed aside to ``OUT.old-<pid>-<hex>``, then deleted (files
   of others in it are moved back into the new ``OUT``).
+- **New folder** (urls, when ``OUT`` holds no file yet): the staging folder is renamed onto the
+  absent (or empty) ``OUT`` (``publish_new``); the rename refuses a folder that has entries, so
+  a run that finds ``OUT`` created meanwhile by another shard's run falls back to:
 - **Manifest publication** (urls, whose ``OUT`` is shared by many shards): the staged entries are
   renamed into ``OUT`` and the manifest (the sidecar) is renamed last -- that rename is the commit.
   A data file whose manifest is missing is a leftover that readers refuse and a rerun deletes.
+- Cleanup after an exception is decided from where the files are, never from how far a loop got:
+  Ctrl-C can arrive just after a rename has happened (``faults.RENAMED`` lets tests stop there).
 - A rerun first cleans up: staging folders (and legacy ``*.tmp-<pid>-<hex>`` files) of processes
   that are gone are deleted; an ``OUT.old-*`` of a dead process is put back as ``OUT`` if the
   commit never happened, else deleted.
@@ -39,6 +44,7 @@ __all__ = [
     "temp_name",
     "clean_stale",
     "publish_folder",
+    "publish_new",
     "publish_into",
     "fsync_dir",
     "has_files",
@@ -71,6 +77,9 @@ def fsync_dir(directory: Path) -> None:
 def _rename(src: Path, dst: Path) -> None:
     faults.step("rename", dst)
     os.replace(src, dst)
+    # A signal (Ctrl-C) can arrive just after a rename has happened: the callers' cleanup decides
+    # from the files, never from a list updated after this returns. The hook lets tests stop here.
+    faults.step(faults.RENAMED, dst)
 
 
 def _remove(path: Path) -> None:
@@ -210,22 +219,46 @@ def publish_folder(stage: Stage, out: Path, is_own: Callable[[str], bool]) -> No
     ``out`` may be absent, a folder without files, or a previous output (the caller decided that
     it may be replaced). A previous one is renamed aside first and deleted after the commit;
     entries in it that ``is_own`` does not claim (someone else's notes) are moved into the new
-    ``out``. Folders without files are simply removed first.
+    ``out``. Folders without files are simply removed first. An exception after the commit's
+    rename (Ctrl-C just then) still finishes the replaced output before it propagates.
     """
     stage.finish()
     old = None
-    if out.exists():
-        if has_files(out):
-            old = out.with_name(temp_name(out.name, "old"))
-            _rename(out, old)
-        else:
-            shutil.rmtree(out)
     try:
+        if out.exists():
+            if has_files(out):
+                old = out.with_name(temp_name(out.name, "old"))
+                _rename(out, old)
+            else:
+                shutil.rmtree(out)
         _rename(stage.dir, out)  # the commit
     except BaseException:
-        if old is not None:  # put the previous output back: the run failed, nothing changed
-            os.replace(old, out)
+        if stage.dir.exists():  # not committed: the previous output comes back, nothing changed
+            if old is not None and old.exists() and not out.exists():
+                os.replace(old, out)
+            raise
+        _after_commit(out, old, is_own)
         raise
+    _after_commit(out, old, is_own)
+
+
+def publish_new(stage: Stage, out: Path) -> bool:
+    """Make the stage's folder ``out`` by one rename, if ``out`` is absent or an empty folder;
+    False (and nothing changed) if ``out`` has become a folder with entries meanwhile (another
+    process published into it first). The rename itself decides: it never replaces a folder
+    that has entries, so two processes cannot both create ``out``."""
+    stage.finish()
+    try:
+        _rename(stage.dir, out)  # the commit
+    except OSError as exc:
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY) and stage.dir.exists():
+            return False
+        raise
+    fsync_dir(out.parent)
+    return True
+
+
+def _after_commit(out: Path, old: Path | None, is_own: Callable[[str], bool]) -> None:
     fsync_dir(out.parent)
     if old is not None:
         _finish_old(old, out, is_own)
@@ -250,27 +283,35 @@ def publish_into(stage: Stage, out: Path, manifest: str, shared: Iterable[str] =
     stage.finish()
     aside = stage.dir / ".replaced"
     old = [name for name in [manifest, *replaced] if (out / name).exists()]
-    moved: list[str] = []
+    staged = sorted(p.name for p in stage.dir.iterdir() if p.name not in (manifest, aside.name))
+    moving = [name for name in staged if not (name in set(shared) and (out / name).exists())]
     try:
         if old:
             aside.mkdir()
         for name in old:
             _rename(out / name, aside / name)
-        for name in sorted(p.name for p in stage.dir.iterdir() if p.name not in (manifest, aside.name)):
-            if name in set(shared) and (out / name).exists():
-                continue
+        for name in moving:
             _rename(stage.dir / name, out / name)
-            moved.append(name)
         _rename(stage.dir / manifest, out / manifest)  # the commit
     except BaseException:
-        for name in moved:  # not committed: what was moved in is a temporary again
-            _remove(out / name)
-        for name in reversed(old):  # the earlier output comes back, its manifest last
-            if (aside / name).exists():
-                os.replace(aside / name, out / name)
+        if not (stage.dir / manifest).exists():  # committed: the exception came just after the commit
+            _remove(stage.dir)
+            raise
+        _undo_into(stage, out, moving, old, aside)
         raise
     fsync_dir(out)
     _remove(stage.dir)
+
+
+def _undo_into(stage: Stage, out: Path, moving: list[str], old: list[str], aside: Path) -> None:
+    """Not committed: what was moved into ``out`` is a temporary again (judged by where each entry
+    is, not by how far the loop got), and the earlier output comes back, its manifest last."""
+    for name in moving:
+        if not (stage.dir / name).exists():
+            _remove(out / name)
+    for name in reversed(old):
+        if (aside / name).exists():
+            os.replace(aside / name, out / name)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -155,10 +155,28 @@ def check_part_files(bin_path: Path, idx_path: Path, b: int, fmt: TokenFormat = 
     problems: list[str] = []
     lo, hi = bucket_range(b)
     buf = bytearray(_CHUNK)
-    view = memoryview(buf)
     out: dict = {"problems": problems}
+    size = _scan_bin(bin_path, fmt, buf, out)
+    count, first, last, non_inc, outside = _scan_idx(idx_path, lo, hi, buf, out)
+    if count == 0:
+        problems.append(f"{idx_path.name} is empty: it must hold at least the offset 0")
+    if first is not None and first != 0:
+        problems.append(f"idx[0] is {first}, not 0")
+    if non_inc:
+        problems.append(f"idx is not strictly increasing ({non_inc} step(s) <= 0)")
+    if last is not None and last != size // fmt.itemsize:
+        problems.append(f"len(bin) is {size // fmt.itemsize} tokens but idx[-1] is {last}")
+    if outside:
+        rng = f"[{lo}, {hi})" if hi is not None else f">= {lo}"
+        problems.append(f"{outside} document(s) have a token count outside the bucket's range {rng}")
+    return out
 
-    # .bin: uint16 (or uint32) ids, no header
+
+def _scan_bin(bin_path: Path, fmt: TokenFormat, buf: bytearray, out: dict) -> int:
+    """The .bin (uint16 or uint32 ids, no header): its size, largest id and xxh3 into ``out``;
+    returns its size in bytes."""
+    problems = out["problems"]
+    view = memoryview(buf)
     item = fmt.itemsize
     h = xxhash.xxh3_64()
     size = 0
@@ -179,67 +197,84 @@ def check_part_files(bin_path: Path, idx_path: Path, b: int, fmt: TokenFormat = 
                bin_xxh3_64=h.hexdigest(), bin_data_xxh3_64=h.hexdigest())
     if top >= fmt.vocab_size:
         problems.append(f"max token id is {top}, not < {fmt.vocab_size}")
+    return size
 
-    # .idx.npy: a 1-D little-endian int64 array of ndocs + 1 offsets
+
+def _scan_idx(idx_path: Path, lo: int, hi: int | None, buf: bytearray, out: dict) -> tuple:
+    """The .idx.npy (a 1-D little-endian int64 array of ndocs + 1 offsets): its header, hashes
+    and steps into ``out``; returns ``(count, first, last, non_increasing, outside_range)``."""
+    problems = out["problems"]
     whole = xxhash.xxh3_64()
     data_h = xxhash.xxh3_64()
-    first = last = None
-    count = non_inc = outside = 0
-    prev = None
+    steps = _Steps(lo, hi)
     with open(idx_path, "rb") as f:
-        try:
-            version = npy_format.read_magic(f)
-            if version != (1, 0):
-                raise ValueError(f"npy format version {version}, expected (1, 0)")
-            shape, fortran, dtype = npy_format.read_array_header_1_0(f)
-        except (ValueError, OSError) as exc:
-            problems.append(f"{idx_path.name} is not a valid .npy file ({exc})")
-            shape, fortran, dtype = None, None, None
+        shape = _npy_header(f, idx_path.name, problems)
         if shape is not None:
-            if dtype != np.dtype("<i8") or len(shape) != 1 or fortran:
-                problems.append(f"{idx_path.name} holds {dtype} of shape {shape}, expected a 1-D int64 array")
             header_len = f.tell()
             f.seek(0)
             whole.update(f.read(header_len))
-            rest = b""
-            while True:
-                n = f.readinto(buf)
-                if not n:
-                    break
-                whole.update(view[:n])
-                data_h.update(view[:n])
-                chunk = rest + bytes(view[:n]) if rest else view[:n]
-                usable = len(chunk) - len(chunk) % 8
-                vals = np.frombuffer(chunk, dtype="<i8", count=usable // 8)
-                rest = bytes(chunk[usable:])
-                if not vals.size:
-                    continue
-                if first is None:
-                    first = int(vals[0])
-                steps = np.diff(vals) if prev is None else np.diff(np.concatenate(([prev], vals)))
-                non_inc += int(np.count_nonzero(steps <= 0))
-                outside += int(np.count_nonzero((steps < lo) | ((steps >= hi) if hi is not None else False)))
-                prev = int(vals[-1])
-                count += int(vals.size)
-            if rest:
-                problems.append(f"{idx_path.name}: its data is not a whole number of int64 values")
-            if len(shape) == 1 and shape[0] != count:
-                problems.append(f"{idx_path.name}: its header says {shape[0]} offsets, the file holds {count}")
-            last = prev
-    out.update(idx_first=first, idx_last=last, docs=count - 1 if count else None, idx_non_increasing=non_inc,
-               outside_range=outside, idx_xxh3_64=whole.hexdigest(), idx_data_xxh3_64=data_h.hexdigest())
-    if count == 0:
-        problems.append(f"{idx_path.name} is empty: it must hold at least the offset 0")
-    if first is not None and first != 0:
-        problems.append(f"idx[0] is {first}, not 0")
-    if non_inc:
-        problems.append(f"idx is not strictly increasing ({non_inc} step(s) <= 0)")
-    if last is not None and last != size // item:
-        problems.append(f"len(bin) is {size // item} tokens but idx[-1] is {last}")
-    if outside:
-        rng = f"[{lo}, {hi})" if hi is not None else f">= {lo}"
-        problems.append(f"{outside} document(s) have a token count outside the bucket's range {rng}")
-    return out
+            _scan_offsets(f, buf, (whole, data_h), steps, idx_path.name, problems)
+            if len(shape) == 1 and shape[0] != steps.count:
+                problems.append(f"{idx_path.name}: its header says {shape[0]} offsets, the file holds {steps.count}")
+    last = steps.prev if shape is not None else None
+    out.update(idx_first=steps.first, idx_last=last, docs=steps.count - 1 if steps.count else None,
+               idx_non_increasing=steps.non_inc, outside_range=steps.outside, idx_xxh3_64=whole.hexdigest(),
+               idx_data_xxh3_64=data_h.hexdigest())
+    return steps.count, steps.first, last, steps.non_inc, steps.outside
+
+
+def _npy_header(f, name: str, problems: list) -> tuple | None:
+    """The shape from a version 1.0 .npy header (the file is left at the data); None if unreadable."""
+    try:
+        version = npy_format.read_magic(f)
+        if version != (1, 0):
+            raise ValueError(f"npy format version {version}, expected (1, 0)")
+        shape, fortran, dtype = npy_format.read_array_header_1_0(f)
+    except (ValueError, OSError) as exc:
+        problems.append(f"{name} is not a valid .npy file ({exc})")
+        return None
+    if dtype != np.dtype("<i8") or len(shape) != 1 or fortran:
+        problems.append(f"{name} holds {dtype} of shape {shape}, expected a 1-D int64 array")
+    return shape
+
+
+class _Steps:
+    """Running counts over a stream of offsets: how many, the first and last, and the steps
+    (document lengths) that do not increase or fall outside the bucket's range."""
+
+    def __init__(self, lo: int, hi: int | None):
+        self.lo, self.hi = lo, hi
+        self.count = self.non_inc = self.outside = 0
+        self.first = self.prev = None
+
+    def add(self, vals: np.ndarray) -> None:
+        if self.first is None:
+            self.first = int(vals[0])
+        steps = np.diff(vals) if self.prev is None else np.diff(np.concatenate(([self.prev], vals)))
+        self.non_inc += int(np.count_nonzero(steps <= 0))
+        self.outside += int(np.count_nonzero((steps < self.lo) | ((steps >= self.hi) if self.hi is not None else False)))
+        self.prev = int(vals[-1])
+        self.count += int(vals.size)
+
+
+def _scan_offsets(f, buf: bytearray, hashes: tuple, steps: _Steps, name: str, problems: list) -> None:
+    """Stream the int64 offsets after the header into ``hashes`` and ``steps``, in chunks."""
+    view = memoryview(buf)
+    rest = b""
+    while True:
+        n = f.readinto(buf)
+        if not n:
+            break
+        for h in hashes:
+            h.update(view[:n])
+        chunk = rest + bytes(view[:n]) if rest else view[:n]
+        usable = len(chunk) - len(chunk) % 8
+        vals = np.frombuffer(chunk, dtype="<i8", count=usable // 8)
+        rest = bytes(chunk[usable:])
+        if vals.size:
+            steps.add(vals)
+    if rest:
+        problems.append(f"{name}: its data is not a whole number of int64 values")
 
 
 def summary_tsv(summary: dict) -> str:

@@ -32,6 +32,18 @@ def sidecar_name(shard: int) -> str:
     return f"tokens-s{shard:05d}.json"
 
 
+def sidecar_paths(out: Path) -> list[Path]:
+    """The sidecars in the output folder ``out``, by name: one per committed shard."""
+    return sorted(p for p in out.iterdir() if _SIDECAR_RE.match(p.name))
+
+
+def uncommitted_bins(out: Path) -> list[str]:
+    """The bins in ``out`` without their sidecar: a run killed between the bin's rename and the
+    sidecar's (the commit) left them, and they are never output (docs/atomic-output.md). The one
+    rule that verify, decode and the dataset card apply."""
+    return sorted(p.name for p in out.iterdir() if _BIN_RE.match(p.name) and not p.with_suffix(".json").is_file())
+
+
 def shard_from_name(path: str | os.PathLike) -> int | None:
     """The shard index in a file name such as ``part-00042.parquet`` (the last ``part-NNNNN``), or None."""
     found = _PART_RE.findall(Path(path).name)

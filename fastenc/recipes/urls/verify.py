@@ -13,7 +13,8 @@ import numpy as np
 from fastenc.arrow_io import resolve_inputs
 from fastenc.errors import InputError
 from fastenc.recipes.urls.bin import iter_decoded
-from fastenc.recipes.urls.format import _BIN_RE, _SIDECAR_RE, FORMAT, FORMAT_VERSION, TOKENIZER_DIR, bin_name, sidecar_name
+from fastenc.recipes.urls.format import (FORMAT, FORMAT_VERSION, TOKENIZER_DIR, bin_name, sidecar_name, sidecar_paths,
+                                      uncommitted_bins)
 from fastenc.recipes.urls.source import read_url_column
 from fastenc.recipes.urls.tokenizer import _sha256_file
 
@@ -35,11 +36,8 @@ def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:
     report: dict = {"format": "urls", "ok": False, "problems": [], "out_dir": str(out_dir), "shards": 0, "urls": 0, "tokens": 0,
                     "checked_source": False}
     problems: list[str] = report["problems"]
-    sidecars = sorted(p for p in out_dir.iterdir() if _SIDECAR_RE.match(p.name))
-    bins = {p.name for p in out_dir.iterdir() if _BIN_RE.match(p.name)}
-    for p in sidecars:
-        bins.discard(p.with_suffix(".bin").name)
-    for name in sorted(bins):
+    sidecars = sidecar_paths(out_dir)
+    for name in uncommitted_bins(out_dir):
         problems.append(f"{name} has no sidecar (.json): an unfinished or interrupted run; rerun the recipe for that shard")
     tok_path = out_dir / TOKENIZER_DIR / "tokenizer.json"
     tok_sha = _sha256_file(tok_path) if tok_path.is_file() else None

@@ -1,0 +1,40 @@
+"""Every bench that reads a corpus stops with one line, not a traceback, when that corpus is
+absent (issue 10, item 9: ``../shared`` is not beside every checkout). Nothing is measured: each
+script is given a missing path and must exit before its first timed step."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+MISSING = "/nonexistent/fastenc-bench-input.parquet"
+
+# script -> the arguments that point every corpus it reads at a missing path
+CASES = {
+    "ab_encode.py": ["HEAD", "--docs", MISSING],
+    "bench_bytes.py": ["--input", MISSING],
+    "bench_encodings.py": ["--docs", MISSING],
+    "bench_gpt2.py": ["--shared", "/nonexistent", "--tools", "fastenc"],
+    "bench_gpt2_recipe.py": ["--input", MISSING],
+    "bench_scale.py": ["--urls", MISSING, "--docs", MISSING],
+    "bench_task_threads.py": ["--docs", MISSING, "--urls", MISSING],
+    "bench_urls.py": ["--corpus", MISSING],
+}
+
+
+def test_every_bench_that_reads_a_corpus_is_listed():
+    # a bench reads the shared corpora when it names the folder as a path part: "shared"
+    readers = {p.name for p in (REPO / "bench").glob("*.py") if '"shared"' in p.read_text() and not p.name.startswith("_")}
+    assert readers == set(CASES)
+
+
+@pytest.mark.parametrize("script", sorted(CASES))
+def test_a_missing_corpus_is_one_line(script):
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / script), *CASES[script]], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert len(lines) == 1 and "nonexistent" in lines[0], proc.stderr

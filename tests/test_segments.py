@@ -21,6 +21,7 @@ from fastenc.kernels.piece_cache import (
     new_piece_cache,
     new_piece_caches,
     new_tiny_cache,
+    piece_key,
     piece_slot,
     short_cache_lookup,
     tiny_cache_lookup,
@@ -239,7 +240,8 @@ def test_load_word_is_eight_little_endian_bytes(raw, draw):
 @njit(cache=True)
 def _home_slot(tiny, short, data, start, n):
     # piece_slot's address as (which table, slot): 0 tiny, 1 short.
-    at, k0, second, is_short = piece_slot(tiny, short, data, start, n)
+    at = piece_slot(tiny, short, data, start, n)
+    k0, second, is_short = piece_key(data, start, n)
     if is_short:
         return 1, np.int64((at - element_address(short, 0)) // 32), k0, second
     return 0, np.int64((at - element_address(tiny, 0)) // 16), k0, second

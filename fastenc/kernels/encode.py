@@ -40,6 +40,7 @@ from fastenc.kernels.piece_cache import (
     cache_store,
     max_piece_bytes,
     max_piece_ids,
+    piece_key,
     piece_slot,
     second_mask,
     short_cache_lookup,
@@ -63,6 +64,7 @@ _LEN_SHIFT = np.uint64(56)  # a short-cache key's length byte (piece_cache.py)
 # a shift, an and with the length, an add) to every signed index, and none to an unsigned one.
 _U1 = np.uint64(1)
 _U2 = np.uint64(2)
+_U3 = np.uint64(3)
 _U8 = np.uint64(8)  # byte offsets of a slot's words (piece_slot's addresses)
 _U16 = np.uint64(16)
 _U24 = np.uint64(24)
@@ -74,11 +76,12 @@ _BYTE = np.uint64(0xFF)
 def prefetch_slot(tiny, short, data, start, n):
     """Start loading the home slot of the piece ``data[start:start + n]`` (1..15 bytes: the tiny
     cache's for up to 8, the short cache's (``SHORT_WORDS`` layout) beyond; ``piece_slot``, no
-    branch on the length). Needs ``start + 16 <= len(data)``."""
-    prefetch_at(piece_slot(tiny, short, data, start, n)[0])
+    branch on the length); returns its address, for the lookup. Needs ``start + 16 <= len(data)``."""
+    at = piece_slot(tiny, short, data, start, n)
+    prefetch_at(at)
     if (tiny.shape[0] | short.shape[0] | data.shape[0]) < 0:
-        n = 0
-    return n
+        at = np.uint64(0)
+    return at
 
 
 @njit(cache=True)
@@ -109,10 +112,11 @@ def remember_piece(caches, data, start, end, ids, ids_start, count):
 
 
 _BLOCK = 64  # pieces found (and their cache slots prefetched) before any of them is encoded
+_RING = 4  # words per ring entry: a piece's end, whole-token id, cut_end, home slot address (0: none)
 # A ring entry's second word: a whole-token id (>= 0), -1 (look the piece up and merge on a miss),
 # or one of these, for the long-piece memo (piece_memo.py):
 _MEMO_BEGIN = -2  # the first part of a piece the memo does not hold: note where its ids begin
-_MEMO_STORE = -3  # no piece: store the ids since _MEMO_BEGIN as those of data[ring[3k + 2]:ring[3k]]
+_MEMO_STORE = -3  # no piece: store the ids since _MEMO_BEGIN as those of data[ring[4k + 2]:ring[4k]]
 _MEMO_HIT = -4  # and below: a piece the memo holds, in table slot _MEMO_HIT - entry
 
 
@@ -134,7 +138,7 @@ def new_scratch():
     not per document."""
     return EncodeScratch(np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64),
                          np.empty(7 * 4 * MAX_CACHED_PIECE_BYTES, dtype=np.int64),
-                         np.empty(3 * (_BLOCK + 1), dtype=np.int64), np.zeros(8, dtype=np.int64))
+                         np.empty(_RING * (_BLOCK + 1), dtype=np.int64), np.zeros(8, dtype=np.int64))
 
 
 NARROW_VOCAB = 65536  # vocabularies up to this size have uint16 ids: encode_narrow; larger ones encode_wide.py
@@ -232,8 +236,9 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
     memo_from = -1  # the start of the long piece being cut whose ids the memo is to store
     pos = start
     while pos < end:
-        # --- find up to _BLOCK pieces: ring[3k] the end, ring[3k + 1] a whole-token id or -1,
-        # ring[3k + 2] the cut_end in effect (to resume there) ---
+        # --- find up to _BLOCK pieces: ring[4k] the end, ring[4k + 1] a whole-token id or -1,
+        # ring[4k + 2] the cut_end in effect (to resume there), ring[4k + 3] the address of the
+        # cache slot its lookup reads first, prefetched now (0: none) ---
         n_found = 0
         while found < end and n_found < _BLOCK:
             if gpt2 and found >= cut_end and found + WINDOW <= end and found + WINDOW + 16 <= size:
@@ -248,11 +253,11 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                     if n > short_bytes:
                         break
                     starts &= starts - np.uint64(1)
-                    prefetch_slot(tiny, short, data, piece_start, n)
-                    slot = np.uint64(3 * n_found)  # unsigned indices: no wraparound code (see _U1)
+                    slot = np.uint64(_RING * n_found)  # unsigned indices: no wraparound code (see _U1)
                     ring[slot] = piece_end
                     ring[slot + _U1] = -1
                     ring[slot + _U2] = cut_end
+                    ring[slot + _U3] = np.int64(prefetch_slot(tiny, short, data, piece_start, n))
                     n_found += 1
                     piece_start = piece_end
                 if piece_start > found:
@@ -289,34 +294,38 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                                 whole = _MEMO_BEGIN
                                 memo_from = found
             n = piece_end - found
+            at = np.uint64(0)
             if n <= short_bytes and found + 16 <= size:
-                prefetch_slot(tiny, short, data, found, n)
-            slot = np.uint64(3 * n_found)
+                at = prefetch_slot(tiny, short, data, found, n)
+            slot = np.uint64(_RING * n_found)
             ring[slot] = piece_end
             ring[slot + _U1] = whole
             ring[slot + _U2] = cut_end
+            ring[slot + _U3] = np.int64(at)
             n_found += 1
             found = piece_end
             if memo_from >= 0 and found == cut_end:  # the last part: then store the whole piece
-                slot = np.uint64(3 * n_found)  # (the ring has room for one entry past _BLOCK)
+                slot = np.uint64(_RING * n_found)  # (the ring has room for one entry past _BLOCK)
                 ring[slot] = found
                 ring[slot + _U1] = _MEMO_STORE
                 ring[slot + _U2] = memo_from
+                ring[slot + _U3] = 0
                 n_found += 1
                 memo_from = -1
         # --- encode them: a function of its own (the same speed, ~1 s less to compile; RESULTS.md, session 6) ---
         out_pos = encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limit, ranks, work, state)
         if state[0] >= 0:  # a long part needs more merge room: the caller grows work and resumes
             return out_pos
-        pos = ring[3 * (n_found - 1)]
+        pos = ring[_RING * (n_found - 1)]
     return out_pos
 
 
 @njit(cache=True, **NO_REFCOUNTING)
 def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limit, ranks, work, state):
     """The second half of ``encode_run``'s turn: the ids of the ``n_found`` pieces in ``ring``
-    (``ring[3k]`` a piece's end, ``ring[3k + 1]`` a whole-token id or -1, ``ring[3k + 2]`` the
-    cut_end in effect), the first starting at ``pos``, into ``out`` from ``out_pos``; returns the
+    (``ring[4k]`` a piece's end, ``ring[4k + 1]`` a whole-token id or -1, ``ring[4k + 2]`` the
+    cut_end in effect, ``ring[4k + 3]`` its home slot address or 0), the first starting at ``pos``,
+    into ``out`` from ``out_pos``; returns the
     new out_pos. A long part that needs more merge room than ``work`` holds sets ``state`` as
     ``encode_run`` documents and stops there."""
     byte_ids = vocab.byte_ids
@@ -329,15 +338,17 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
     short_layout = short.shape[1] == SHORT_WORDS  # then the specialised lookup applies
     size = data.shape[0]
     for k in range(n_found):
-        slot = np.uint64(3 * k)
+        slot = np.uint64(_RING * k)
         piece_end = ring[slot]
         whole = ring[slot + _U1]
+        at = np.uint64(ring[slot + _U3])
         n = piece_end - pos
-        # The hot path: a piece of 1..15 bytes found in its home slot, tiny or short, with no
-        # branch on its length (piece_slot) and its ids written as one 8-place store (the count
-        # says how many are real). Everything else takes the general path below.
-        if short_layout & (whole == -1) & (n <= short_bytes) & (pos + 16 <= size) & (out_pos + 8 <= out_limit):
-            at, k0, second, is_short = piece_slot(tiny, short, data, pos, n)
+        # The hot path: a piece of 1..15 bytes found in its home slot, tiny or short (the address
+        # the finder computed for its prefetch, piece_slot), with no branch on its length and its
+        # ids written as one 8-place store (the count says how many are real). Everything else
+        # takes the general path below.
+        if short_layout & (whole == -1) & (at != 0) & (out_pos + 8 <= out_limit):
+            k0, second, is_short = piece_key(data, pos, n)
             same = (load_at(at) == k0) & ((load_at(at + _U8) & second_mask(is_short)) == second)
             low = load_at(at + (_U16 if is_short else _U8))
             high = load_at(at + (_U24 if is_short else _U8))
@@ -401,7 +412,7 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
         else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
             if work.shape[0] < 7 * n:  # no room: the caller grows work and resumes here (no memo store then)
                 state[0] = pos
-                state[1] = ring[3 * k + 2]
+                state[1] = ring[slot + _U2]
                 state[2] = 7 * n
                 return out_pos
             out_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)

@@ -87,26 +87,33 @@ _SHIFT_BITS = np.uint64(63)
 
 
 @njit(cache=True, inline="always")
-def piece_slot(tiny, short, data, start, n):
-    """Where a piece of 1..15 bytes ``data[start:start + n]`` lives when it sits in its home slot:
-    ``(address, k0, second, is_short)``. ``address`` is that of the tiny cache's home slot for
-    1..8 bytes, else the short cache's (a ``SHORT_WORDS`` one), picked by a register select, not a
-    branch: piece lengths follow no pattern a branch predictor can learn, and the encode loop's
-    per-piece length branches were its costliest mispredictions. ``k0`` is the key's first word,
-    ``second`` what the slot's second word holds in the bits of ``second_mask(is_short)``: the key's
-    second word with the length in its top byte (short), or only the length byte (tiny).
-    Needs ``start + 16 <= len(data)``; the keys are those of ``tiny_cache_lookup`` /
-    ``short_cache_lookup`` (equal hashes), so every store and lookup agrees with it."""
+def piece_key(data, start, n):
+    """``(k0, second, is_short)`` of a piece of 1..15 bytes ``data[start:start + n]``: ``k0`` the
+    key's first word (its first bytes, zero padded), ``second`` what its home slot's second word
+    holds in the bits of ``second_mask(is_short)`` (the key's second word with the length in its
+    top byte for a short-cache piece, 9..15 bytes; only the length byte for a tiny one, 1..8).
+    Masks from the length, no branch on it. Needs ``start + 16 <= len(data)``."""
     nn = np.uint64(n)
     head = nn if nn < _U8 else _U8
     k0 = load_word(data, start) & (_ONES >> (_U64 - _U8 * head))  # head 1..8: a shift of 0..56
     k1 = load_word(data, start + 8) & (_ONES >> ((_U128 - _U8 * nn) & _SHIFT_BITS))
-    k1 = k1 if nn > _U8 else np.uint64(0)
     is_short = nn > _U8
-    second = k1 | (nn << _LEN_SHIFT)
+    k1 = k1 if is_short else np.uint64(0)
+    return k0, k1 | (nn << _LEN_SHIFT), is_short
+
+
+@njit(cache=True, inline="always")
+def piece_slot(tiny, short, data, start, n):
+    """The address of the home slot of a piece of 1..15 bytes ``data[start:start + n]``: the tiny
+    cache's for 1..8 bytes, else the short cache's (a ``SHORT_WORDS`` one), picked by a register
+    select, not a branch: piece lengths follow no pattern a branch predictor can learn, and the
+    encode loop's per-piece length branches were its costliest mispredictions. The keys are those
+    of ``tiny_cache_lookup`` / ``short_cache_lookup`` (``piece_key``; equal hashes), so every store
+    and lookup agrees with it. Needs ``start + 16 <= len(data)``."""
+    k0, second, is_short = piece_key(data, start, n)
     tiny_at = element_address(tiny, TINY_WORDS * tiny_home(k0, n, tiny.shape[0] - 1))
     short_at = element_address(short, SHORT_WORDS * short_home(k0, second, short.shape[0] - 1))
-    return (short_at if is_short else tiny_at), k0, second, is_short
+    return short_at if is_short else tiny_at
 
 
 @njit(cache=True, inline="always")

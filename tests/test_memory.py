@@ -43,3 +43,12 @@ def test_a_smaller_request_takes_a_larger_free_buffer_and_trims_the_result():
         assert out.base is pool._buffers[0] and len(out) >= 40
         result = trim(30)
     assert len(result) == 30
+
+
+def test_a_slightly_larger_next_batch_still_finds_the_buffer():
+    # The next batch is seldom the same size: buffers are made a quarter larger than asked.
+    pool = OutputPool(keep=1, min_bytes=1)
+    first = _result(pool, 100, 1)
+    del first
+    second = _result(pool, 120, 2)
+    assert second.base is pool._buffers[0] and len(pool._buffers) == 1

@@ -302,9 +302,9 @@ def test_wide_piece_caches_round_trip_18_bit_ids():
     rng = np.random.default_rng(5)
     data = np.frombuffer(bytes(rng.integers(0, 256, 4096, dtype=np.uint8)), dtype=np.uint8)
     caches = [(new_tiny_cache(64), wide_tiny_lookup, wide_tiny_store, 3, 8),
-              (new_piece_cache(64, 4), wide_cache_lookup, wide_cache_store, 4, 15),
+              (new_piece_cache(64, 4), wide_cache_lookup, wide_cache_store, 6, 15),
               (new_piece_cache(64, 8), wide_cache_lookup, wide_cache_store, 12, 31)]
-    assert [wide_max_piece_ids(c) for c, *_ in caches[1:]] == [4, 12]
+    assert [wide_max_piece_ids(c) for c, *_ in caches[1:]] == [6, 12]
     for cache, lookup, store, max_ids, max_bytes in caches:
         seen = set()  # a cache memoizes a function: one key is never stored with two values
         for trial in range(40):

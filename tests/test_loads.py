@@ -2,7 +2,8 @@
 import numpy as np
 from numba import njit
 
-from fastenc.kernels.loads import ascii_masks64, element_address, load_at, load_flat, load_word, prefetch, prefetch_at, store_ids8
+from fastenc.kernels.loads import (ascii_masks64, element_address, load_at, load_flat, load_word, prefetch, prefetch_at, store_ids8,
+                                   store_wide_ids8)
 
 
 @njit(cache=True)
@@ -109,3 +110,21 @@ def test_element_address_and_load_at_read_the_element():
     table = np.arange(40, dtype=np.uint64).reshape(10, 4) * np.uint64(3)
     rows = np.array([0, 9, 4, 4], dtype=np.int64)
     assert _read_rows(table, rows) == int(table[rows, 1].sum())
+
+
+@njit(cache=True)
+def _store_wide8(out, pos, low, high):
+    store_wide_ids8(out, pos, low, high)
+
+
+def test_store_wide_ids8_writes_six_18_bit_ids_and_two_places_of_scratch():
+    ids = [1, 0x3FFFF, 199997, 100255, 0, 65536]
+    low = sum(v << (18 * k) for k, v in enumerate(ids[:3])) | (0x3FF << 54)  # the bits above 54 are not ids
+    high = sum(v << (18 * k) for k, v in enumerate(ids[3:])) | (0x3FF << 54)
+    for dtype in (np.uint32, np.int32, np.uint16, np.int64, np.uint64):
+        for pos in (0, 1, 3):  # unaligned places too
+            out = np.full(12, 9, dtype=dtype)
+            _store_wide8(out, pos, np.uint64(low), np.uint64(high))
+            assert out[:pos].tolist() == [9] * pos and out[pos + 8:].tolist() == [9] * (12 - pos - 8)
+            want = [v & np.iinfo(dtype).max for v in ids + ids[3:5]]  # (a uint16 out keeps the low bits)
+            assert out[pos:pos + 8].tolist() == want, (dtype, pos)

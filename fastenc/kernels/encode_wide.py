@@ -1,8 +1,10 @@
 """Text -> ids for vocabularies with ids above 65,535 (cl100k_base, o200k_base, large HF files).
 
-``encode_text`` hands such vocabularies to ``encode_text_wide`` at its top: the same loop with the
-piece caches of ``piece_cache_wide``, whose entries carry 18-bit ids. Kept apart so that the
-uint16 loop, GPT-2's hot path, is untouched by the wider layout.
+``encode_text`` hands such vocabularies to ``encode_text_wide`` at its top: the narrow loop's
+structure (blocks of pieces found and prefetched ahead, a branch-free hot path for the pieces of
+1..15 bytes) with the piece caches of ``piece_cache_wide``, whose entries carry 18-bit ids. Kept
+apart so that the uint16 loop, GPT-2's hot path, is untouched by the wider layout, and so that a
+GPT-2 or URL run never compiles this one (``encode.takes_wide_loop``).
 """
 from __future__ import annotations
 
@@ -11,8 +13,21 @@ from numba import njit
 
 from fastenc.kernels import config as cfg
 from fastenc.kernels.bpe import merge_long_piece, merge_short_piece
-from fastenc.kernels.piece_cache import ELSEWHERE, MAX_CACHED_PIECE_BYTES, TINY_MAX_BYTES, TINY_MAX_IDS, max_piece_bytes
+from fastenc.kernels.jit import NO_REFCOUNTING
+from fastenc.kernels.loads import load_at, prefetch_at, store_wide_ids8
+from fastenc.kernels.piece_cache import (
+    ELSEWHERE,
+    MAX_CACHED_PIECE_BYTES,
+    SHORT_WORDS,
+    TINY_MAX_BYTES,
+    TINY_MAX_IDS,
+    max_piece_bytes,
+    piece_key,
+    piece_slot,
+    second_mask,
+)
 from fastenc.kernels.piece_cache_wide import (
+    WIDE_COUNT_SHIFT,
     WIDE_MAX_ID,
     wide_cache_lookup,
     wide_cache_store,
@@ -27,15 +42,34 @@ from fastenc.kernels.pretok_url import url_piece_end
 from fastenc.kernels.segments import segment_end
 from fastenc.kernels.tables import token_id_of
 
+_BLOCK = 64  # pieces found (and their home slots prefetched) before any of them is encoded
+_RING = 4  # words per ring entry: a piece's end, whole-token id (or -1), home slot address (0: none), unused
+# Hot array accesses index with uint64: Numba adds wraparound code (negative index -> from the
+# end) to every signed index, and none to an unsigned one.
+_U1 = np.uint64(1)
+_U2 = np.uint64(2)
+_U8 = np.uint64(8)  # byte offsets of a slot's words
+_U16 = np.uint64(16)
+_U24 = np.uint64(24)
+_COUNT_SHIFT = np.uint64(WIDE_COUNT_SHIFT)
+_TINY_COUNT = np.uint64(3)  # the count's bits in a tiny slot's last word (the length byte follows)
+_SHORT_COUNT = np.uint64(0xF)  # in a short slot's
+
 
 @njit(cache=True)
 def encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos):
-    """``encode_text`` for vocabularies with ids above 65,535 (it calls this one for them): the
-    same loop, with the wide piece caches (``piece_cache_wide``; ids up to 262,143, fewer ids per
-    entry). A piece whose ids do not fit is merged every time. ``out`` must hold uint32 (or wider).
+    """``encode_text`` for vocabularies with ids above 65,535 (it calls this one for them) and
+    for the cl100k/o200k patterns: the wide piece caches (``piece_cache_wide``; ids up to
+    262,143, fewer ids per entry). A piece whose ids do not fit is merged every time. ``out``
+    must hold uint32 (or wider), or uint16 for a vocabulary of at most 65,536 ids.
 
     ``out`` needs room for ``end - start`` ids from ``out_pos``; all of that room may be
     written to (the ids end at the returned position; what lies past it is scratch).
+
+    The text is taken in blocks of up to ``_BLOCK`` pieces, as in ``encode.encode_run``: the
+    pre-tokenizer finds a block's pieces and prefetches each short one's home slot (whose address
+    it keeps in the ring), then the block is encoded, so the slots' memory latency overlaps the
+    finding of the rest of the block.
     """
     byte_ids = vocab.byte_ids
     tiny = caches.tiny
@@ -43,92 +77,145 @@ def encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos):
     long = caches.long
     ranks = np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # scratch of the short-piece merge
     work = np.empty(7 * 4 * MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # of the long-piece merge (grows)
+    ring = np.empty(_RING * _BLOCK, dtype=np.int64)
     out_limit = out_pos + (end - start)
+    size = data.shape[0]
     cacheable = vocab.config[cfg.VOCAB_SIZE] <= WIDE_MAX_ID + 1  # else only pieces whose ids fit
     tiny_bytes = TINY_MAX_BYTES
     short_bytes = max_piece_bytes(short)
     long_bytes = max_piece_bytes(long)
     short_ids = wide_max_piece_ids(short)
     long_ids = wide_max_piece_ids(long)
+    hot_layout = short.shape[1] == SHORT_WORDS  # the hot path's slot layout (piece_slot)
     pretok = vocab.config[cfg.PRETOKENIZER]
-    gpt2 = pretok == cfg.PRETOK_GPT2
     whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
     joinable = vocab.joinable
     pos = start
-    cut_end = start  # while pos < cut_end, pos walks through a long piece cut into parts
-    # The hot loop: one pre-token piece (or one part of a long piece) per turn. Every function
-    # it calls is written so that Numba emits no reference counting for it (see piece_cache.py):
-    # a call costs a few ns.
+    found = start  # the finder's position; while found < cut_end it walks the parts of a long piece
+    cut_end = start
     while pos < end:
-        if pos < cut_end:
-            piece_end = segment_end(data, pos, cut_end, joinable)
-        else:
-            if gpt2:
-                piece_end = gpt2_piece_end(data, pos, end, classes)
-            elif pretok == cfg.PRETOK_CL100K:
-                piece_end = cl100k_piece_end(data, pos, end, classes)
-            elif pretok == cfg.PRETOK_O200K:
-                piece_end = o200k_piece_end(data, pos, end, classes)
+        # --- find up to _BLOCK pieces: ring[4k] the end, ring[4k + 1] a whole-token id or -1,
+        # ring[4k + 2] the address of its home slot, prefetched now (0: none) ---
+        n_found = 0
+        while found < end and n_found < _BLOCK:
+            whole = -1
+            if found < cut_end:
+                piece_end = segment_end(data, found, cut_end, joinable)
             else:
-                piece_end = url_piece_end(data, pos, end)
-            if piece_end - pos > short_bytes:
-                whole = -1
-                if whole_piece_lookup:  # tiktoken's rule, HF's ignore_merges: a token is emitted as is
-                    whole = token_id_of(vocab.token_table, vocab.token_bytes, vocab.token_offsets, data, pos, piece_end)
-                if whole >= 0:
-                    out[out_pos] = whole
-                    out_pos += 1
+                if pretok == cfg.PRETOK_CL100K:
+                    piece_end = cl100k_piece_end(data, found, end, classes)
+                elif pretok == cfg.PRETOK_O200K:
+                    piece_end = o200k_piece_end(data, found, end, classes)
+                elif pretok == cfg.PRETOK_GPT2:
+                    piece_end = gpt2_piece_end(data, found, end, classes)
+                else:
+                    piece_end = url_piece_end(data, found, end)
+                if piece_end - found > short_bytes:
+                    if whole_piece_lookup:  # tiktoken's rule, HF's ignore_merges: a token is emitted as is
+                        whole = token_id_of(vocab.token_table, vocab.token_bytes, vocab.token_offsets, data, found, piece_end)
+                    if whole < 0:
+                        # Too long to cache whole: cut it where no merge can cross (segments.py)
+                        # and encode the parts one by one, most of them from the caches.
+                        cut_end = piece_end
+                        piece_end = segment_end(data, found, cut_end, joinable)
+            n = piece_end - found
+            at = np.uint64(0)
+            if hot_layout and n <= short_bytes and found + 16 <= size:
+                at = piece_slot(tiny, short, data, found, n)
+                prefetch_at(at)
+            slot = np.uint64(_RING * n_found)
+            ring[slot] = piece_end
+            ring[slot + _U1] = whole
+            ring[slot + _U2] = np.int64(at)
+            n_found += 1
+            found = piece_end
+        # --- encode them ---
+        for k in range(n_found):
+            slot = np.uint64(_RING * k)
+            piece_end = ring[slot]
+            whole = ring[slot + _U1]
+            at = np.uint64(ring[slot + _U2])
+            n = piece_end - pos
+            # The hot path: a piece of 1..15 bytes found in its home slot, tiny or short (the
+            # address the finder prefetched), with no branch on its length and its ids written as
+            # one 8-place store (the count says how many are real). Everything else takes the
+            # general path below. (The tiny and short slots' last words have the same shape.)
+            if (at != 0) & (out_pos + 8 <= out_limit):
+                k0, second, is_short = piece_key(data, pos, n)
+                same = (load_at(at) == k0) & ((load_at(at + _U8) & second_mask(is_short)) == second)
+                low = load_at(at + (_U16 if is_short else _U8))
+                high = load_at(at + (_U24 if is_short else _U8))
+                count = np.int64((high >> _COUNT_SHIFT) & (_SHORT_COUNT if is_short else _TINY_COUNT))
+                if same & (count != 0):
+                    store_wide_ids8(out, out_pos, low, high)
+                    out_pos += count
                     pos = piece_end
                     continue
-                # Too long to cache whole: cut it where no merge can cross (segments.py) and
-                # encode the parts one by one, most of them from the caches.
-                cut_end = piece_end
-                piece_end = segment_end(data, pos, cut_end, joinable)
-        n = piece_end - pos
-        if n == 1:
-            out[out_pos] = byte_ids[data[pos]]
-            out_pos += 1
-        elif n <= long_bytes:
-            # -1: never seen, merge it; ELSEWHERE: a marker, the ids are in a later cache.
-            if n <= tiny_bytes:
-                hit = wide_tiny_lookup(tiny, data, pos, piece_end, out, out_pos, out_limit)
-                if hit == ELSEWHERE:  # 4 or more ids: the short cache; more than 4: the long one
-                    hit = wide_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
-                    if hit < 0:
-                        hit = wide_cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
-            elif n <= short_bytes:
-                hit = wide_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
-                if hit == ELSEWHERE:  # more than 4 ids: the long cache
-                    hit = wide_cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
-            else:
-                hit = wide_cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
-            if hit >= 0:
-                out_pos = hit
-            else:
-                new_pos = merge_short_piece(data, pos, piece_end, vocab, ranks, out, out_pos)
-                count = new_pos - out_pos
-                if not cacheable:
-                    for j in range(out_pos, new_pos):
-                        if out[j] > WIDE_MAX_ID:
-                            count = -1  # an id too large for the wide layout: merged every time
-                if count < 0:
-                    pass
-                elif n <= tiny_bytes and count <= TINY_MAX_IDS:
-                    wide_tiny_store(tiny, data, pos, piece_end, out, out_pos, count)
-                else:
-                    if n <= short_bytes and count <= short_ids:
-                        wide_cache_store(short, data, pos, piece_end, out, out_pos, count)
-                    elif count <= long_ids:
-                        wide_cache_store(long, data, pos, piece_end, out, out_pos, count)
-                    # Markers, as in encode_text: a lookup that finds one goes on to the next cache.
-                    if n <= tiny_bytes:
-                        wide_tiny_store(tiny, data, pos, piece_end, out, out_pos, 0)
-                    elif n <= short_bytes and count > short_ids:
-                        wide_cache_store(short, data, pos, piece_end, out, out_pos, 0)
-                out_pos = new_pos
-        else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
-            if work.shape[0] < 7 * n:
-                work = np.empty(max(7 * n, 2 * work.shape[0]), dtype=np.int64)
-            out_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
-        pos = piece_end
+            if whole >= 0:
+                out[out_pos] = whole
+                out_pos += 1
+            elif n == 1:
+                out[out_pos] = byte_ids[data[pos]]
+                if at != 0 and out[out_pos] <= WIDE_MAX_ID:  # then the hot path finds it next time
+                    wide_tiny_store(tiny, data, pos, piece_end, out, out_pos, np.int64(1))
+                out_pos += 1
+            elif n <= long_bytes:
+                out_pos = _cached_or_merged(data, pos, piece_end, vocab, tiny, short, long, ranks, out, out_pos,
+                                            out_limit, cacheable, short_ids, long_ids)
+            else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
+                if work.shape[0] < 7 * n:
+                    work = np.empty(max(7 * n, 2 * work.shape[0]), dtype=np.int64)
+                out_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
+            pos = piece_end
     return out_pos
+
+
+@njit(no_cpython_wrapper=True, no_cfunc_wrapper=True, cache=True, **NO_REFCOUNTING)
+def _cached_or_merged(data, pos, piece_end, vocab, tiny, short, long, ranks, out, out_pos, out_limit,
+                      cacheable, short_ids, long_ids):
+    """The general path of a piece of 2..31 bytes: the caches its length calls for, in order
+    (a marker sends the lookup on), else merged and remembered; returns the new out_pos.
+    Without reference counting (it allocates nothing): with it, each call paid an incref and a
+    decref of every array it is passed, the vocabulary's nine included (~20% of a warm pass)."""
+    n = piece_end - pos
+    short_bytes = max_piece_bytes(short)
+    # -1: never seen, merge it; ELSEWHERE: a marker, the ids are in a later cache.
+    if n <= TINY_MAX_BYTES:
+        hit = wide_tiny_lookup(tiny, data, pos, piece_end, out, out_pos, out_limit)
+        if hit == ELSEWHERE:  # 4..6 ids: the short cache; more: the long one
+            hit = wide_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
+            if hit < 0:
+                hit = wide_cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
+    elif n <= short_bytes:
+        hit = wide_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
+        if hit == ELSEWHERE:  # more than 6 ids: the long cache
+            hit = wide_cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
+    else:
+        hit = wide_cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
+    if hit < 0:
+        new_pos = merge_short_piece(data, pos, piece_end, vocab, ranks, out, out_pos)
+        count = new_pos - out_pos
+        if not cacheable:
+            for j in range(out_pos, new_pos):
+                if out[j] > WIDE_MAX_ID:
+                    count = -1  # an id too large for the wide layout: merged every time
+        if count < 0:
+            pass
+        elif n <= TINY_MAX_BYTES and count <= TINY_MAX_IDS:
+            wide_tiny_store(tiny, data, pos, piece_end, out, out_pos, count)
+        else:
+            if n <= short_bytes and count <= short_ids:
+                wide_cache_store(short, data, pos, piece_end, out, out_pos, count)
+            elif count <= long_ids:
+                wide_cache_store(long, data, pos, piece_end, out, out_pos, count)
+            # Markers, as in encode_text: a lookup that finds one goes on to the next cache.
+            # (np.int64(0), not 0: a literal would compile both stores a second time.)
+            if n <= TINY_MAX_BYTES:
+                wide_tiny_store(tiny, data, pos, piece_end, out, out_pos, np.int64(0))
+            elif n <= short_bytes and count > short_ids:
+                wide_cache_store(short, data, pos, piece_end, out, out_pos, np.int64(0))
+        hit = new_pos
+    # One return, every array used in its block: no reference counting (piece_cache.py).
+    if (data.shape[0] | tiny.shape[0] | short.shape[0] | long.shape[0] | ranks.shape[0] | out.shape[0]) < 0:
+        hit = -1
+    return hit

@@ -199,3 +199,48 @@ def store_ids8(typingctx, out, pos, low, high):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+@intrinsic
+def store_wide_ids8(typingctx, out, pos, low, high):
+    """Write the ids packed three to a word, 18 bits each (id k of a word in bits 18k..18k+17), of
+    ``low`` (ids 0-2) and ``high`` (ids 3-5) to ``out[pos:pos + 8]``; places 6 and 7 get ids 0 and 1
+    of ``high`` again. No bounds check. The wide piece caches' id words (piece_cache_wide.py): one
+    branch-free emit for a cache hit, whatever its id count (the places past the count are scratch
+    that the next piece overwrites).
+
+    For a 32-bit ``out`` it is one vector shift, mask and truncation of ``[low] * 3 + [high] * 5``
+    and one unaligned 32-byte store (LLVM lowers it for the CPU: AVX-512 or AVX2 shifts here, SSE2
+    or NEON elsewhere; element order is the vector's, so any byte order); for any other integer
+    ``out`` the same vector, stored element by element."""
+    if not isinstance(out, types.Array) or not isinstance(out.dtype, types.Integer):
+        return None
+    sig = types.void(out, types.intp, types.uint64, types.uint64)
+    width = out.dtype.bitwidth
+
+    def codegen(context, builder, signature, args):
+        a, index, lo, hi = args
+        base = context.make_array(signature.args[0])(context, builder, a).data
+        i64 = ir.IntType(64)
+        v8 = ir.VectorType(i64, 8)
+        vec = ir.Constant(v8, ir.Undefined)
+        for k in range(8):
+            vec = builder.insert_element(vec, lo if k < 3 else hi, ir.Constant(ir.IntType(32), k))
+        shifts = ir.Constant(v8, [18 * (k % 3) for k in range(8)])
+        ids = builder.and_(builder.lshr(vec, shifts), ir.Constant(v8, [(1 << 18) - 1] * 8))
+        element = base.type.pointee
+        if width == 32:
+            packed = builder.trunc(ids, ir.VectorType(element, 8))
+            pointer = builder.bitcast(builder.gep(base, [index]), ir.VectorType(element, 8).as_pointer())
+            builder.store(packed, pointer, align=1)
+        else:
+            for k in range(8):
+                value = builder.extract_element(ids, ir.Constant(ir.IntType(32), k))
+                if element.width < 64:
+                    value = builder.trunc(value, element)
+                elif element.width > 64:
+                    value = builder.zext(value, element)
+                builder.store(value, builder.gep(base, [builder.add(index, ir.Constant(index.type, k))]))
+        return context.get_dummy_value()
+
+    return sig, codegen

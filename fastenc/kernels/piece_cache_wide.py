@@ -1,15 +1,20 @@
 """Piece caches for vocabularies with ids above 65,535 (cl100k_base, o200k_base): 18-bit ids.
 
 Same tables, keys, hashing, probing, markers and refcount-free style as ``piece_cache`` (read
-its docstring first); only the id words differ. Each id keeps its low 16 bits in a uint16 slot as
-before, and its two high bits go to spare bits next to the id count, so ids up to 262,143 fit:
+its docstring first; the home slots are ``piece_cache.tiny_home`` / ``short_home``, so
+``piece_cache.piece_slot`` finds a wide cache's home slot too); only the id words differ. An id
+word holds three 18-bit ids (id k of the word in bits ``18k .. 18k + 17``), so ids up to
+262,143 fit, and the bits from 54 up of the last id word hold the id count:
 
-- tiny slot, word 1: ``id0 | id1 << 16 | id2 << 32 | count << 48 | high bits << 50 | length << 56``
-  (count 0..3 in two bits, ``(id_j >> 16) << (50 + 2j)``): up to 3 ids, as before;
-- short / long slot (``W`` words, ``W/2`` id words): the ids' low halves fill the first
-  ``W/2 - 1`` id words (4 or 12 ids), and the last id word is ``high bits | count << 48``
-  (``(id_j >> 16) << 2j``). A short slot therefore holds up to 4 ids and a long one up to 12
-  (narrow vocabularies: 7 and 15); a piece with more ids is merged every time.
+- tiny slot, word 1: ``id0 | id1 << 18 | id2 << 36 | count << 54 | length << 56`` (count 0..3,
+  two bits): up to 3 ids, as in the narrow layout;
+- short / long slot (``W`` words, ``W/2`` id words): ids ``3j .. 3j + 2`` in id word ``j``, and
+  ``count << 54`` in the last one. A short slot holds up to 6 ids (the narrow one 7) and a long
+  one up to 12 (15); a piece with more ids is merged every time.
+
+Both last words have the same shape (three ids, the count from bit 54), which is what lets the
+encode loop's hot path copy a tiny or a short hit with one store (``loads.store_wide_ids8``) and
+read the count with one mask chosen by a select (``WIDE_COUNT_MASKS``).
 
 The caller checks that every id is below ``WIDE_MAX_ID + 1`` before storing.
 """
@@ -21,17 +26,31 @@ from numba import njit
 from fastenc.kernels.loads import load_word
 from fastenc.kernels.piece_cache import _LEN_SHIFT, _MUL, _MUL2, _ONES, _PROBES, ELSEWHERE
 
-WIDE_MAX_ID = (1 << 18) - 1
-_U16 = np.uint64(0xFFFF)
-_THREE = np.uint64(3)
-_COUNT_SHIFT = np.uint64(48)
-_TINY_HIGH_SHIFT = 50
+WIDE_ID_BITS = 18
+WIDE_MAX_ID = (1 << WIDE_ID_BITS) - 1
+WIDE_COUNT_SHIFT = 54  # the id count's place in a slot's last id word (tiny and short/long alike)
+_ID_MASK = np.uint64(WIDE_MAX_ID)
+_COUNT_SHIFT = np.uint64(WIDE_COUNT_SHIFT)
+_TINY_COUNT = np.uint64(3)  # a tiny count is two bits: the length byte follows
+_COUNT = np.uint64(0xF)  # a short or long count: up to 12, the word's top bits are free
+_S1 = np.uint64(WIDE_ID_BITS)
+_S2 = np.uint64(2 * WIDE_ID_BITS)
 
 
 @njit(cache=True)
 def wide_max_piece_ids(cache):
-    """Ids per entry of a short (4 words: 4 ids) or long (8 words: 12 ids) wide cache."""
-    return 4 * (cache.shape[1] // 2 - 1)
+    """Ids per entry of a short (4 words: 6 ids) or long (8 words: 12 ids) wide cache."""
+    return 3 * (cache.shape[1] // 2)
+
+
+@njit(cache=True, inline="always")
+def _pack3(ids, at, count):
+    """Ids ``at .. at + 2`` of ``ids`` as an id word; places at or past ``count`` are 0."""
+    word = np.uint64(0)
+    for k in range(3):
+        if at + k < count:
+            word |= np.uint64(ids[at + k]) << np.uint64(WIDE_ID_BITS * k)
+    return word
 
 
 @njit(cache=True)
@@ -53,15 +72,15 @@ def wide_tiny_lookup(cache, data, start, end, out, out_pos, out_limit):
     for _ in range(_PROBES):
         w1 = cache[slot, 1]
         if cache[slot, 0] == k0 and (w1 >> _LEN_SHIFT) == length:
-            count = np.int64((w1 >> _COUNT_SHIFT) & _THREE)
+            count = np.int64((w1 >> _COUNT_SHIFT) & _TINY_COUNT)
             if out_pos + 3 <= out_limit:  # all three places: no branch on the count
-                out[out_pos] = (w1 & _U16) | (((w1 >> np.uint64(50)) & _THREE) << np.uint64(16))
-                out[out_pos + 1] = ((w1 >> np.uint64(16)) & _U16) | (((w1 >> np.uint64(52)) & _THREE) << np.uint64(16))
-                out[out_pos + 2] = ((w1 >> np.uint64(32)) & _U16) | (((w1 >> np.uint64(54)) & _THREE) << np.uint64(16))
+                o = np.uint64(out_pos)
+                out[o] = w1 & _ID_MASK
+                out[o + np.uint64(1)] = (w1 >> _S1) & _ID_MASK
+                out[o + np.uint64(2)] = (w1 >> _S2) & _ID_MASK
             else:
                 for j in range(count):
-                    out[out_pos + j] = ((w1 >> np.uint64(16 * j)) & _U16) | (
-                        ((w1 >> np.uint64(_TINY_HIGH_SHIFT + 2 * j)) & _THREE) << np.uint64(16))
+                    out[out_pos + j] = (w1 >> np.uint64(WIDE_ID_BITS * j)) & _ID_MASK
             result = out_pos + count if count > 0 else ELSEWHERE
             break
         if w1 == 0:
@@ -74,7 +93,7 @@ def wide_tiny_lookup(cache, data, start, end, out, out_pos, out_limit):
 
 @njit(cache=True)
 def wide_tiny_store(cache, data, start, end, ids, ids_start, count):
-    """``tiny_cache_store`` for the wide layout: 0..3 ids, each <= WIDE_MAX_ID."""
+    """``tiny_cache_store`` for the wide layout: 0..3 ids, each <= WIDE_MAX_ID (a piece of 1..8 bytes)."""
     mask = cache.shape[0] - 1
     n = end - start
     k0 = np.uint64(0)
@@ -89,13 +108,8 @@ def wide_tiny_store(cache, data, start, end, ids, ids_start, count):
         if cache[candidate, 1] == 0:
             slot = candidate
             break
-    w1 = (length << _LEN_SHIFT) | (np.uint64(count) << _COUNT_SHIFT)
-    for j in range(count):
-        tid = np.uint64(ids[ids_start + j])
-        w1 |= (tid & _U16) << np.uint64(16 * j)
-        w1 |= (tid >> np.uint64(16)) << np.uint64(_TINY_HIGH_SHIFT + 2 * j)
     cache[slot, 0] = k0
-    cache[slot, 1] = w1
+    cache[slot, 1] = (length << _LEN_SHIFT) | (np.uint64(count) << _COUNT_SHIFT) | _pack3(ids, ids_start, ids_start + count)
     if (cache.shape[0] | data.shape[0] | ids.shape[0]) < 0:
         count = 0
     return count
@@ -103,7 +117,7 @@ def wide_tiny_store(cache, data, start, end, ids, ids_start, count):
 
 @njit(cache=True)
 def wide_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
-    """``cache_lookup`` for the wide layout (any ``W``; same contract: up to ``4 * (W/2 - 1)``
+    """``cache_lookup`` for the wide layout (any ``W``; same contract: up to ``3 * W/2``
     places past ``out_pos`` may be written, never past ``out_limit``)."""
     key_words = cache.shape[1] >> 1
     mask = cache.shape[0] - 1
@@ -158,22 +172,18 @@ def wide_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
             and cache[slot, 0] == k0
             and (key_words == 2 or (cache[slot, 1] == k1 and cache[slot, 2] == k2))
         ):
-            top = cache[slot, 2 * key_words - 1]  # high bits | count << 48
-            count = np.int64(top >> _COUNT_SHIFT)
-            places = 4 * (key_words - 1)
-            if out_pos + places <= out_limit:
-                for w in range(key_words - 1):  # every place: no branch on the count
+            count = np.int64((cache[slot, 2 * key_words - 1] >> _COUNT_SHIFT) & _COUNT)
+            if out_pos + 3 * key_words <= out_limit:
+                for w in range(key_words):  # every place: no branch on the count
                     word = cache[slot, key_words + w]
-                    o = out_pos + 4 * w
-                    hi = top >> np.uint64(8 * w)
-                    out[o] = (word & _U16) | ((hi & _THREE) << np.uint64(16))
-                    out[o + 1] = ((word >> np.uint64(16)) & _U16) | (((hi >> np.uint64(2)) & _THREE) << np.uint64(16))
-                    out[o + 2] = ((word >> np.uint64(32)) & _U16) | (((hi >> np.uint64(4)) & _THREE) << np.uint64(16))
-                    out[o + 3] = (word >> np.uint64(48)) | (((hi >> np.uint64(6)) & _THREE) << np.uint64(16))
+                    o = out_pos + 3 * w
+                    out[o] = word & _ID_MASK
+                    out[o + 1] = (word >> _S1) & _ID_MASK
+                    out[o + 2] = (word >> _S2) & _ID_MASK
             else:
                 for j in range(count):
-                    low = (cache[slot, key_words + (j >> 2)] >> np.uint64(16 * (j & 3))) & _U16
-                    out[out_pos + j] = low | (((top >> np.uint64(2 * j)) & _THREE) << np.uint64(16))
+                    word = cache[slot, key_words + j // 3]
+                    out[out_pos + j] = (word >> np.uint64(WIDE_ID_BITS * (j % 3))) & _ID_MASK
             result = out_pos + count if count > 0 else ELSEWHERE
             break
         slot = (slot + 1) & mask
@@ -220,17 +230,9 @@ def wide_cache_store(cache, data, start, end, ids, ids_start, count):
     if key_words == 4:
         cache[slot, 2] = k2
         cache[slot, 3] = k3
-    top = np.uint64(count) << _COUNT_SHIFT
-    for w in range(key_words - 1):
-        word = np.uint64(0)
-        for k in range(4):
-            i = 4 * w + k
-            if i < count:
-                tid = np.uint64(ids[ids_start + i])
-                word |= (tid & _U16) << np.uint64(16 * k)
-                top |= (tid >> np.uint64(16)) << np.uint64(2 * i)
-        cache[slot, key_words + w] = word
-    cache[slot, 2 * key_words - 1] = top
+    for w in range(key_words):
+        cache[slot, key_words + w] = _pack3(ids, ids_start + 3 * w, ids_start + count)
+    cache[slot, 2 * key_words - 1] |= np.uint64(count) << _COUNT_SHIFT
     if (cache.shape[0] | data.shape[0] | ids.shape[0]) < 0:
         count = 0
     return count

@@ -22,9 +22,12 @@ import pytest
 import tiktoken  # the oracle, in the test extra: a parity file must never skip for want of it
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from numba import njit
 
 import fastenc
 from fastenc.errors import VocabError
+from fastenc.kernels.encode_wide import encode_text_wide
+from fastenc.kernels.piece_memo import memo_hash
 from fastenc.unicode_classes import gpt2_class_table, o200k_class_table
 from fastenc.vocab import builtin_tiktoken_file
 
@@ -342,3 +345,102 @@ def test_a_uint16_vocabulary_split_by_the_wide_patterns(tmp_path, tiktoken_gpt2,
         got = [ids[offsets[i]:offsets[i + 1]].tolist() for i in range(len(texts))]
         assert got == ref.encode_ordinary_batch(texts)
         assert enc.encode(texts[-3]) == ref.encode_ordinary(texts[-3])
+
+
+def _u8(b: bytes) -> np.ndarray:
+    return np.frombuffer(b, dtype=np.uint8).copy()
+
+
+@njit
+def _memo_hash(data, start, end):
+    return memo_hash(data, start, end)
+
+
+def test_the_wide_memo_gives_back_21_bit_ids_and_refuses_what_is_not_the_piece(pair):
+    """piece_cache_wide's memo (three 21-bit ids to a word): what it stores comes back across word
+    boundaries; ids that are not the piece's bytes are refused (a tag collision); an id past 21 bits
+    is never stored; a full memo stores nothing more."""
+    from fastenc.kernels.piece_cache_wide import WIDE_MEMO_MAX_ID, wide_memo_emit, wide_memo_store
+    from fastenc.kernels.piece_memo import memo_find, new_piece_memo
+
+    enc, ref = pair
+    pieces = ["中文字符串没有空格的一段话".encode(), b" " * 40, "ภาษาไทยไม่มีช่องว่าง".encode(), "😀".encode() * 7,
+              " internationalization".encode()]
+    memo = new_piece_memo(1 << 8, 1 << 12, 1 << 4)
+    stored = {}
+    for piece in pieces:
+        ids = np.asarray(ref._encode_single_piece(piece), dtype=np.int64)
+        data = _u8(piece)
+        assert wide_memo_store(memo, np.uint64(_memo_hash(data, 0, len(data))), ids, 0, len(ids))
+        stored[piece] = ids.tolist()
+    assert sum(len(v) for v in stored.values()) > 3 * len(pieces)  # (ids that straddle arena words)
+
+    def emit(piece, table=None):
+        data = _u8(piece)
+        slot = memo_find(memo, np.uint64(_memo_hash(data, 0, len(data))))
+        if slot < 0:
+            return None
+        out = np.full(len(data), 7, dtype=np.uint32)
+        end = wide_memo_emit(memo, slot, enc.vocab.token_bytes, enc.vocab.token_offsets, data, 0, len(data), out, 0)
+        return -1 if end < 0 else out[:end].tolist()
+
+    for piece, ids in stored.items():
+        assert emit(piece) == ids
+    assert emit(b" " * 41) is None
+    # A tag collision: the entry of a piece of the same length pointed at another piece's ids.
+    a, b = b" " * 40, b"\t" * 40
+    hb = int(_memo_hash(_u8(b), 0, 40))
+    table = 4 + int(memo[3])
+    entry_a = int(memo[table + memo_find(memo, np.uint64(_memo_hash(_u8(a), 0, 40)))])
+    memo[table + (hb & 255)] = np.uint64((hb >> 40) << 40 | (entry_a & ((1 << 40) - 1)))
+    memo[4:table] = np.uint64(0xFFFFFFFFFFFFFFFF)  # every filter bit: the probe reaches the table
+    assert emit(b) == -1 and emit(a) == stored[a]
+    # Ids past 21 bits, and a memo without room: nothing stored.
+    big = np.array([5, WIDE_MEMO_MAX_ID + 1], dtype=np.int64)
+    entries = int(memo[2])
+    assert not wide_memo_store(memo, np.uint64(12345), big, 0, 2)
+    small = new_piece_memo(1 << 8, 3, 1 << 4)
+    assert wide_memo_store(small, np.uint64(1), np.array([1, 2], dtype=np.int64), 0, 2)
+    assert not wide_memo_store(small, np.uint64(2), np.array([1, 2], dtype=np.int64), 0, 2)
+    assert int(memo[2]) == entries and int(small[2]) == 1
+
+
+@njit
+def _encode_all_wide(data, offsets, vocab, classes, caches, out):
+    at = 0
+    for d in range(offsets.shape[0] - 1):
+        at = encode_text_wide(data, offsets[d], offsets[d + 1], vocab, classes, caches, out, at)
+    return at
+
+
+_WIDE_LONG = ["中文字符串没有空格的一段话", "日本語のテキストです", " " * 37, "\n" * 20, "1" * 25, "=" * 40,
+              "ภาษาไทยไม่มีช่องว่าง", " internationalization", "😀" * 6, "a" * 300, "é" * 30, " " * 17,
+              " Donaudampfschiffahrtsgesellschaft", "x"]
+
+
+def test_the_wide_loop_is_exact_cold_warm_and_with_a_scrambled_memo(pair):
+    """Small caches (collisions, evictions, markers, probes past the home slot) and repeated long
+    pieces: the first pass, the warm ones (the hot path, the memo) and a pass with every memo id
+    scrambled (each entry refused by its bytes check) all give tiktoken's ids."""
+    from fastenc.kernels.piece_cache import new_piece_caches
+
+    enc, ref = pair
+    rng = np.random.default_rng(12)
+    words = _WIDE_LONG + [" the", " of", ",", " and", "'s", " 123", "\r\n", "  ", " Ǆemal", "ab", "abcdefghijk"]
+    texts = ["".join(rng.choice(words, 60)) for _ in range(30)] * 2
+    raw = [t.encode() for t in texts]
+    data = _u8(b"".join(raw))
+    offsets = np.zeros(len(raw) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in raw], out=offsets[1:])
+    expected = [i for t in texts for i in ref.encode_ordinary(t)]
+    caches = new_piece_caches(1 << 6, 1 << 4, 1 << 6, 1 << 8, 1 << 12)
+    out = np.empty(len(data), dtype=np.uint32)
+    for _ in range(3):
+        n = _encode_all_wide(data, offsets, enc.vocab, enc.classes, caches, out)
+        assert out[:n].tolist() == expected
+    memo = caches.memo
+    assert memo[2] >= 5  # long pieces were memoized (and read by the warm passes)
+    arena = 4 + int(memo[3]) + int(memo[1])
+    memo[arena:] = (memo[arena:] * np.uint64(7) + np.uint64(13)) & np.uint64((1 << 63) - 1)
+    n = _encode_all_wide(data, offsets, enc.vocab, enc.classes, caches, out)
+    assert out[:n].tolist() == expected

@@ -23,8 +23,19 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from fastenc.kernels.jit import NO_REFCOUNTING
 from fastenc.kernels.loads import load_word
 from fastenc.kernels.piece_cache import _LEN_SHIFT, _MUL, _MUL2, _ONES, _PROBES, ELSEWHERE
+from fastenc.kernels.piece_memo import _AT_MASK as _MEMO_AT_MASK
+from fastenc.kernels.piece_memo import _AT_SHIFT as _MEMO_AT_SHIFT
+from fastenc.kernels.piece_memo import _COUNT_MASK as _MEMO_COUNT_MASK
+from fastenc.kernels.piece_memo import _ENTRIES as _MEMO_ENTRIES
+from fastenc.kernels.piece_memo import _FILL as _MEMO_FILL
+from fastenc.kernels.piece_memo import _PROBES as _MEMO_PROBES
+from fastenc.kernels.piece_memo import _SLOTS as _MEMO_SLOTS
+from fastenc.kernels.piece_memo import _TAG_SHIFT as _MEMO_TAG_SHIFT
+from fastenc.kernels.piece_memo import _filter_bit as _memo_filter_bit
+from fastenc.kernels.piece_memo import _table as _memo_table
 
 WIDE_ID_BITS = 18
 WIDE_MAX_ID = (1 << WIDE_ID_BITS) - 1
@@ -236,3 +247,93 @@ def wide_cache_store(cache, data, start, end, ids, ids_start, count):
     if (cache.shape[0] | data.shape[0] | ids.shape[0]) < 0:
         count = 0
     return count
+
+
+# --- The long-piece memo (piece_memo.py), with wide ids ---
+# Same memo array, header, filter, table and hashing as piece_memo (its memo_hash, memo_prefetch and
+# memo_find serve both); only the arena differs: three 21-bit ids to a word (id k of a word in bits
+# 21k..21k+20), so the arena index and fill of an entry count such ids. A memo is filled by one of
+# the two loops only (it belongs to one vocabulary, like every piece cache).
+WIDE_MEMO_ID_BITS = 21
+WIDE_MEMO_MAX_ID = (1 << WIDE_MEMO_ID_BITS) - 1
+_MEMO_ID_MASK = np.uint64(WIDE_MEMO_MAX_ID)
+_U3 = np.uint64(3)
+
+
+@njit(cache=True, inline="always")
+def _memo_id(memo, arena, k):
+    """Id ``k`` of a wide memo's arena (which starts at word ``arena``)."""
+    return (memo[arena + k // _U3] >> (np.uint64(WIDE_MEMO_ID_BITS) * (k % _U3))) & _MEMO_ID_MASK
+
+
+@njit(cache=True, **NO_REFCOUNTING)
+def wide_memo_emit(memo, slot, token_bytes, token_offsets, data, start, end, out, out_pos):
+    """``piece_memo.memo_emit`` for a memo filled by ``wide_memo_store`` (same contract: the ids
+    of table slot ``slot`` to ``out[out_pos:]``, each checked against the piece's bytes; -1 when they
+    are not its bytes, a tag collision)."""
+    entry = memo[_memo_table(memo) + np.uint64(slot)]
+    at = (entry >> _MEMO_AT_SHIFT) & _MEMO_AT_MASK
+    count = np.int64(entry & _MEMO_COUNT_MASK)
+    arena = _memo_table(memo) + memo[_MEMO_SLOTS]
+    n_ids = np.uint64(token_offsets.shape[0] - 1)
+    bytes_end = token_bytes.shape[0]
+    size = data.shape[0]
+    p = start
+    differ = np.uint64(0) if count <= end - start else np.uint64(1)  # (each id has >= 1 byte)
+    for j in range(count if differ == 0 else 0):
+        tid = _memo_id(memo, arena, at + np.uint64(j))
+        out[np.uint64(out_pos + j)] = tid
+        tid = min(tid, n_ids - np.uint64(1))  # (reads stay in bounds)
+        a = token_offsets[tid]
+        length = token_offsets[tid + np.uint64(1)] - a
+        if 1 <= length <= 8 and a + 8 <= bytes_end and p + 8 <= size:
+            # The common case, without a branch on the bytes: both sides as one masked word.
+            differ |= (load_word(token_bytes, a) ^ load_word(data, p)) & (_ONES >> np.uint64(64 - 8 * length))
+        else:
+            for q in range(length):
+                if p + q >= end or token_bytes[a + q] != data[p + q]:
+                    differ = np.uint64(1)
+            if length == 0:
+                differ = np.uint64(1)
+        p += length
+    return out_pos + count if differ == 0 and p == end else -1
+
+
+@njit(cache=True, **NO_REFCOUNTING)
+def wide_memo_store(memo, h, ids, ids_start, count):
+    """``piece_memo.memo_store`` with wide ids (each <= WIDE_MEMO_MAX_ID, else nothing is stored):
+    remember that the piece of 16..4,096 bytes whose ``memo_hash`` is ``h`` (computed once, by the
+    finder that looked it up) encodes to ``ids[ids_start:ids_start + count]``, if the memo has room.
+    Returns whether it was stored."""
+    slots = memo[_MEMO_SLOTS]
+    fill = memo[_MEMO_FILL]
+    table = _memo_table(memo)
+    room = _U3 * (np.uint64(memo.shape[0]) - table - slots)
+    fits = count >= 1 and np.uint64(count) <= _MEMO_COUNT_MASK and fill + np.uint64(count) <= room
+    for j in range(count if fits else 0):
+        if np.uint64(ids[ids_start + j]) > _MEMO_ID_MASK:
+            fits = False
+    stored = False
+    if fits and np.uint64(4) * memo[_MEMO_ENTRIES] < _U3 * slots:
+        tag = h >> _MEMO_TAG_SHIFT
+        mask = slots - np.uint64(1)
+        slot = h & mask
+        for _ in range(_MEMO_PROBES):
+            entry = memo[table + slot]
+            if entry >> _MEMO_TAG_SHIFT == tag and entry != 0:
+                break
+            if entry == 0:
+                # Three ids to a word; the arena past the fill is zero, so or-ing them in is enough.
+                for j in range(count):
+                    k = fill + np.uint64(j)
+                    w = table + slots + k // _U3
+                    memo[w] |= np.uint64(ids[ids_start + j]) << (np.uint64(WIDE_MEMO_ID_BITS) * (k % _U3))
+                memo[table + slot] = (tag << _MEMO_TAG_SHIFT) | (fill << _MEMO_AT_SHIFT) | np.uint64(count)
+                word, bit = _memo_filter_bit(memo, h)
+                memo[word] |= bit
+                memo[_MEMO_FILL] = fill + np.uint64(count)
+                memo[_MEMO_ENTRIES] += np.uint64(1)
+                stored = True
+                break
+            slot = (slot + np.uint64(1)) & mask
+    return stored

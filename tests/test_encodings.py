@@ -360,7 +360,7 @@ def test_the_wide_memo_gives_back_21_bit_ids_and_refuses_what_is_not_the_piece(p
     """piece_cache_wide's memo (three 21-bit ids to a word): what it stores comes back across word
     boundaries; ids that are not the piece's bytes are refused (a tag collision); an id past 21 bits
     is never stored; a full memo stores nothing more."""
-    from fastenc.kernels.piece_cache_wide import WIDE_MEMO_MAX_ID, wide_memo_emit, wide_memo_store
+    from fastenc.kernels.piece_cache_wide import WIDE_MEMO_MAX_ID, wide_memo_emit, wide_memo_has_room, wide_memo_store
     from fastenc.kernels.piece_memo import memo_find, new_piece_memo
 
     enc, ref = pair
@@ -400,7 +400,9 @@ def test_the_wide_memo_gives_back_21_bit_ids_and_refuses_what_is_not_the_piece(p
     entries = int(memo[2])
     assert not wide_memo_store(memo, np.uint64(12345), big, 0, 2)
     small = new_piece_memo(1 << 8, 3, 1 << 4)
+    assert wide_memo_has_room(small, 3) and not wide_memo_has_room(small, 4)  # (room for 3 ids: one arena word)
     assert wide_memo_store(small, np.uint64(1), np.array([1, 2], dtype=np.int64), 0, 2)
+    assert wide_memo_has_room(small, 1) and not wide_memo_has_room(small, 2)
     assert not wide_memo_store(small, np.uint64(2), np.array([1, 2], dtype=np.int64), 0, 2)
     assert int(memo[2]) == entries and int(small[2]) == 1
 

@@ -33,6 +33,7 @@ from fastenc.kernels.piece_cache_wide import (
     wide_cache_store,
     wide_max_piece_ids,
     wide_memo_emit,
+    wide_memo_has_room,
     wide_memo_store,
     wide_tiny_lookup,
     wide_tiny_store,
@@ -110,6 +111,7 @@ def encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos):
     memo_from = -1  # the start of the long piece being cut whose ids the memo is to store
     memo_h = np.uint64(0)  # its memo hash
     memo_ids = out_pos  # where that piece's ids begin in out
+    in_memo = False  # between a _MEMO_BEGIN and its _MEMO_STORE: parts of a piece the memo will hold
     while pos < end:
         # --- find up to _BLOCK pieces: ring[4k] the end, ring[4k + 1] a whole-token id or -1,
         # ring[4k + 2] the address of its home slot, prefetched now (0: none) ---
@@ -146,7 +148,7 @@ def encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos):
                             if hit >= 0:
                                 whole = _MEMO_HIT - hit
                                 piece_end = cut_end
-                            else:
+                            elif wide_memo_has_room(memo, cut_end - found):
                                 whole = _MEMO_BEGIN
                                 memo_from = found
                                 memo_h = h
@@ -176,6 +178,7 @@ def encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos):
             at = np.uint64(ring[slot + _U2])
             n = piece_end - pos
             memo_ids = out_pos if whole == _MEMO_BEGIN else memo_ids  # (a select: the part may take the hot path)
+            in_memo = in_memo | (whole == _MEMO_BEGIN)
             # The hot path: a piece of 1..15 bytes found in its home slot, tiny or short (the
             # address the finder prefetched), with no branch on its length and its ids written as
             # one 8-place store (the count says how many are real). Everything else takes the
@@ -194,6 +197,7 @@ def encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos):
             if whole < -1:  # the long-piece memo
                 if whole == _MEMO_STORE:
                     wide_memo_store(memo, np.uint64(ring[slot + _U2]), out, memo_ids, out_pos - memo_ids)
+                    in_memo = False
                     continue
                 if whole != _MEMO_BEGIN:  # (a first part is encoded below)
                     new_pos = wide_memo_emit(memo, _MEMO_HIT - whole, vocab.token_bytes, vocab.token_offsets,
@@ -215,7 +219,7 @@ def encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos):
                 out_pos += 1
             elif n <= long_bytes:
                 out_pos = _cached_or_merged(data, pos, piece_end, vocab, tiny, short, long, ranks, out, out_pos,
-                                            out_limit, cacheable, short_ids, long_ids)
+                                            out_limit, cacheable, short_ids, long_ids, not in_memo)
             else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
                 if work.shape[0] < 7 * n:
                     work = np.empty(max(7 * n, 2 * work.shape[0]), dtype=np.int64)
@@ -226,9 +230,12 @@ def encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos):
 
 @njit(no_cpython_wrapper=True, no_cfunc_wrapper=True, cache=True, **NO_REFCOUNTING)
 def _cached_or_merged(data, pos, piece_end, vocab, tiny, short, long, ranks, out, out_pos, out_limit,
-                      cacheable, short_ids, long_ids):
+                      cacheable, short_ids, long_ids, keep_long_parts):
     """The general path of a piece of 2..31 bytes: the caches its length calls for, in order
     (a marker sends the lookup on), else merged and remembered; returns the new out_pos.
+    A part of 16..31 bytes is remembered only with ``keep_long_parts``: not when it is a part of a
+    piece the memo is about to hold, which is read whole from then on (o200k's long cache was 96%
+    full after one pass of docs.parquet, and evicting).
     Without reference counting (it allocates nothing): with it, each call paid an incref and a
     decref of every array it is passed, the vocabulary's nine included (~20% of a warm pass)."""
     n = piece_end - pos
@@ -260,7 +267,7 @@ def _cached_or_merged(data, pos, piece_end, vocab, tiny, short, long, ranks, out
         else:
             if n <= short_bytes and count <= short_ids:
                 wide_cache_store(short, data, pos, piece_end, out, out_pos, count)
-            elif count <= long_ids:
+            elif count <= long_ids and (keep_long_parts or n <= short_bytes):
                 wide_cache_store(long, data, pos, piece_end, out, out_pos, count)
             # Markers, as in encode_text: a lookup that finds one goes on to the next cache.
             # (np.int64(0), not 0: a literal would compile both stores a second time.)

@@ -337,3 +337,13 @@ def wide_memo_store(memo, h, ids, ids_start, count):
                 break
             slot = (slot + np.uint64(1)) & mask
     return stored
+
+
+@njit(cache=True, **NO_REFCOUNTING)
+def wide_memo_has_room(memo, n_bytes):
+    """Whether ``wide_memo_store`` has room for a piece of ``n_bytes`` (a table slot, and arena room
+    for ``n_bytes`` ids: a piece has at most one id per byte)."""
+    slots = memo[_MEMO_SLOTS]
+    table = _memo_table(memo)
+    room = _U3 * (np.uint64(memo.shape[0]) - table - slots)
+    return (np.uint64(4) * memo[_MEMO_ENTRIES] < _U3 * slots) and memo[_MEMO_FILL] + np.uint64(n_bytes) <= room

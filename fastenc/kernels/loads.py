@@ -165,6 +165,17 @@ def prefetch_at(typingctx, address):
     return sig, codegen
 
 
+def _store_element(builder, base, index, k, value):
+    """Store the i64 ``value`` into element ``index + k`` of an integer array whose data starts at
+    ``base``, narrowed or widened to the element's width (the id stores' path for any output type)."""
+    element = base.type.pointee
+    if element.width < 64:
+        value = builder.trunc(value, element)
+    elif element.width > 64:
+        value = builder.zext(value, element)
+    builder.store(value, builder.gep(base, [builder.add(index, ir.Constant(index.type, k))]))
+
+
 @intrinsic
 def store_ids8(typingctx, out, pos, low, high):
     """Write the eight 16-bit ids packed in ``low`` (ids 0-3, id k in bits 16k..16k+15) and ``high``
@@ -187,15 +198,10 @@ def store_ids8(typingctx, out, pos, low, high):
             second = builder.gep(base, [builder.add(index, ir.Constant(index.type, 4))])
             builder.store(hi, builder.bitcast(second, i64.as_pointer()), align=1)
         else:
-            element = base.type.pointee
             for k in range(8):
                 word = lo if k < 4 else hi
                 value = builder.and_(builder.lshr(word, ir.Constant(i64, 16 * (k % 4))), ir.Constant(i64, 0xFFFF))
-                if element.width < 64:
-                    value = builder.trunc(value, element)
-                elif element.width > 64:
-                    value = builder.zext(value, element)
-                builder.store(value, builder.gep(base, [builder.add(index, ir.Constant(index.type, k))]))
+                _store_element(builder, base, index, k, value)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -235,12 +241,7 @@ def store_wide_ids8(typingctx, out, pos, low, high):
             builder.store(packed, pointer, align=1)
         else:
             for k in range(8):
-                value = builder.extract_element(ids, ir.Constant(ir.IntType(32), k))
-                if element.width < 64:
-                    value = builder.trunc(value, element)
-                elif element.width > 64:
-                    value = builder.zext(value, element)
-                builder.store(value, builder.gep(base, [builder.add(index, ir.Constant(index.type, k))]))
+                _store_element(builder, base, index, k, builder.extract_element(ids, ir.Constant(ir.IntType(32), k)))
         return context.get_dummy_value()
 
     return sig, codegen

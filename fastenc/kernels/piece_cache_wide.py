@@ -36,6 +36,7 @@ from fastenc.kernels.piece_memo import _SLOTS as _MEMO_SLOTS
 from fastenc.kernels.piece_memo import _TAG_SHIFT as _MEMO_TAG_SHIFT
 from fastenc.kernels.piece_memo import _filter_bit as _memo_filter_bit
 from fastenc.kernels.piece_memo import _table as _memo_table
+from fastenc.kernels.piece_memo import token_differs
 
 WIDE_ID_BITS = 18
 WIDE_MAX_ID = (1 << WIDE_ID_BITS) - 1
@@ -275,26 +276,13 @@ def wide_memo_emit(memo, slot, token_bytes, token_offsets, data, start, end, out
     at = (entry >> _MEMO_AT_SHIFT) & _MEMO_AT_MASK
     count = np.int64(entry & _MEMO_COUNT_MASK)
     arena = _memo_table(memo) + memo[_MEMO_SLOTS]
-    n_ids = np.uint64(token_offsets.shape[0] - 1)
-    bytes_end = token_bytes.shape[0]
-    size = data.shape[0]
     p = start
     differ = np.uint64(0) if count <= end - start else np.uint64(1)  # (each id has >= 1 byte)
     for j in range(count if differ == 0 else 0):
         tid = _memo_id(memo, arena, at + np.uint64(j))
         out[np.uint64(out_pos + j)] = tid
-        tid = min(tid, n_ids - np.uint64(1))  # (reads stay in bounds)
-        a = token_offsets[tid]
-        length = token_offsets[tid + np.uint64(1)] - a
-        if 1 <= length <= 8 and a + 8 <= bytes_end and p + 8 <= size:
-            # The common case, without a branch on the bytes: both sides as one masked word.
-            differ |= (load_word(token_bytes, a) ^ load_word(data, p)) & (_ONES >> np.uint64(64 - 8 * length))
-        else:
-            for q in range(length):
-                if p + q >= end or token_bytes[a + q] != data[p + q]:
-                    differ = np.uint64(1)
-            if length == 0:
-                differ = np.uint64(1)
+        other, length = token_differs(token_bytes, token_offsets, tid, data, p, end)
+        differ |= other
         p += length
     return out_pos + count if differ == 0 and p == end else -1
 

@@ -159,6 +159,27 @@ def memo_find(memo, h):
     return found
 
 
+@njit(cache=True, inline="always")
+def token_differs(token_bytes, token_offsets, tid, data, p, end):
+    """``(differ, length)``: ``differ`` non-zero unless token ``tid``'s bytes are ``data[p:p + length]``
+    within ``end``, ``length`` its byte count. The check of a memo hit (here and in the wide loop's
+    memo, piece_cache_wide.py): ids that decode to the piece's own bytes are its encoding."""
+    tid = min(tid, np.uint64(token_offsets.shape[0] - 2))  # (reads stay in bounds; a memo belongs to one vocabulary)
+    a = token_offsets[tid]
+    length = token_offsets[tid + np.uint64(1)] - a
+    differ = np.uint64(0)
+    if 1 <= length <= 8 and a + 8 <= token_bytes.shape[0] and p + 8 <= data.shape[0]:
+        # The common case, without a branch on the bytes: both sides as one masked word.
+        differ = (load_word(token_bytes, a) ^ load_word(data, p)) & (_ONES >> np.uint64(64 - 8 * length))
+    else:
+        for q in range(length):
+            if p + q >= end or token_bytes[a + q] != data[p + q]:
+                differ = np.uint64(1)
+        if length == 0:
+            differ = np.uint64(1)
+    return differ, length
+
+
 @njit(cache=True, **NO_REFCOUNTING)
 def memo_emit(memo, slot, token_bytes, token_offsets, data, start, end, out, out_pos):
     """Copy the ids of the entry in table slot ``slot`` (from ``memo_find``) to ``out[out_pos:]``,
@@ -169,27 +190,14 @@ def memo_emit(memo, slot, token_bytes, token_offsets, data, start, end, out, out
     at = (entry >> _AT_SHIFT) & _AT_MASK
     count = np.int64(entry & _COUNT_MASK)
     arena = _table(memo) + memo[_SLOTS]
-    n_ids = np.uint64(token_offsets.shape[0] - 1)
-    bytes_end = token_bytes.shape[0]
-    size = data.shape[0]
     p = start
     differ = np.uint64(0) if count <= end - start else np.uint64(1)  # (each id has >= 1 byte)
     for j in range(count if differ == 0 else 0):
         k = at + np.uint64(j)
         tid = (memo[arena + (k >> np.uint64(2))] >> ((k & np.uint64(3)) << np.uint64(4))) & _U16
         out[np.uint64(out_pos + j)] = tid
-        tid = min(tid, n_ids - np.uint64(1))  # (reads stay in bounds; a memo belongs to one vocabulary)
-        a = token_offsets[tid]
-        length = token_offsets[tid + np.uint64(1)] - a
-        if 1 <= length <= 8 and a + 8 <= bytes_end and p + 8 <= size:
-            # The common case, without a branch on the bytes: both sides as one masked word.
-            differ |= (load_word(token_bytes, a) ^ load_word(data, p)) & (_ONES >> np.uint64(64 - 8 * length))
-        else:
-            for q in range(length):
-                if p + q >= end or token_bytes[a + q] != data[p + q]:
-                    differ = np.uint64(1)
-            if length == 0:
-                differ = np.uint64(1)
+        other, length = token_differs(token_bytes, token_offsets, tid, data, p, end)
+        differ |= other
         p += length
     return out_pos + count if differ == 0 and p == end else -1
 

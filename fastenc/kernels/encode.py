@@ -52,7 +52,7 @@ from fastenc.kernels.piece_cache import (
 from fastenc.kernels.encode_wide import encode_text_wide
 from fastenc.kernels.piece_memo import MEMO_MAX_BYTES, memo_emit, memo_find, memo_hash, memo_prefetch, memo_store
 from fastenc.kernels.jit import NO_REFCOUNTING
-from fastenc.kernels.loads import ASCII_MASKS, load_at, prefetch_at, store_ids8
+from fastenc.kernels.loads import ASCII_MASKS, load_at, load_word, prefetch_at, store_ids8
 from fastenc.kernels.pretok_gpt2 import WINDOW, gpt2_piece_end, gpt2_window_starts
 from fastenc.kernels.pretok_url import url_piece_end
 from fastenc.kernels.segments import segment_end
@@ -70,6 +70,7 @@ _U16 = np.uint64(16)
 _U24 = np.uint64(24)
 _COUNT_SHIFT = np.uint64(48)  # a slot's id count: bits 48..55 of its last word (piece_cache.py)
 _BYTE = np.uint64(0xFF)
+_HEAD3_HIGH = np.uint64(0x808080)  # the high bits of a word's first three bytes
 
 
 @njit(cache=True, inline="always")
@@ -241,10 +242,13 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
         # cache slot its lookup reads first, prefetched now (0: none) ---
         n_found = 0
         while found < end and n_found < _BLOCK:
-            if gpt2 and found >= cut_end and found + WINDOW <= end and found + WINDOW + 16 <= size:
+            if (gpt2 and found >= cut_end and found + WINDOW <= end and found + WINDOW + 16 <= size
+                    and (load_word(data, found) & _HEAD3_HIGH) == 0):
                 # 64 ASCII bytes at a time (pretok_gpt2.gpt2_window_starts): the pieces up to
                 # the first one too long for the short cache, which the path below takes. (The
                 # prefetch reads a piece's key as two 8-byte words: up to 3 bytes past the window.)
+                # Not tried when one of the first three bytes is >= 0x80: then the window decides
+                # no piece (in non-Latin text, at almost every piece).
                 starts = gpt2_window_starts(data, found) if ASCII_MASKS else np.uint64(0)
                 piece_start = found
                 while starts != 0 and n_found < _BLOCK:

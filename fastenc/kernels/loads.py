@@ -117,6 +117,26 @@ def ascii_masks64(typingctx, data, i):
     return sig, codegen
 
 
+@intrinsic
+def crlf_mask64(typingctx, data, i):
+    """The bitmask of CR (0x0D) and LF (0x0A) bytes in ``data[i:i + 64]`` (bit k for byte
+    ``i + k``), the one class the cl100k/o200k window needs beyond ``ascii_masks64``'s (their
+    patterns treat CR/LF apart from other whitespace). Same vector code, load and bit order as
+    ``ascii_masks64`` (LLVM merges the two loads of one address); no bounds check."""
+    sig = types.uint64(data, types.intp)
+
+    def codegen(context, builder, signature, args):
+        array, index = args
+        base = context.make_array(signature.args[0])(context, builder, array).data
+        vec = ir.VectorType(ir.IntType(8), 64)
+        v = builder.load(builder.bitcast(builder.gep(base, [index]), vec.as_pointer()), align=1)
+        cr = builder.icmp_unsigned("==", v, ir.Constant(vec, [0x0D] * 64))
+        lf = builder.icmp_unsigned("==", v, ir.Constant(vec, [0x0A] * 64))
+        return builder.bitcast(builder.or_(cr, lf), ir.IntType(64))
+
+    return sig, codegen
+
+
 ASCII_MASKS = sys.byteorder == "little"  # ascii_masks64's bit order holds on little-endian machines
 
 

@@ -42,7 +42,7 @@ from fastenc.kernels.piece_cache_wide import (
 from fastenc.kernels.piece_memo import MEMO_MAX_BYTES, memo_find, memo_hash, memo_prefetch
 from fastenc.kernels.pretok_cl100k import cl100k_piece_end, cl100k_window_starts
 from fastenc.kernels.pretok_gpt2 import WINDOW, gpt2_piece_end
-from fastenc.kernels.pretok_o200k import o200k_piece_end
+from fastenc.kernels.pretok_o200k import o200k_piece_end, o200k_window_starts
 from fastenc.kernels.pretok_url import url_piece_end
 from fastenc.kernels.segments import segment_end
 from fastenc.kernels.tables import token_id_of
@@ -104,7 +104,7 @@ def encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos):
     long_ids = wide_max_piece_ids(long)
     hot_layout = short.shape[1] == SHORT_WORDS  # the hot path's slot layout (piece_slot)
     pretok = vocab.config[cfg.PRETOKENIZER]
-    window = ASCII_MASKS and pretok == cfg.PRETOK_CL100K  # 64 ASCII bytes at a time (below)
+    window = ASCII_MASKS and (pretok == cfg.PRETOK_CL100K or pretok == cfg.PRETOK_O200K)  # 64 ASCII bytes at a time
     whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
     joinable = vocab.joinable
     pos = start
@@ -120,11 +120,14 @@ def encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos):
         n_found = 0
         while found < end and n_found < _BLOCK:
             if window and found >= cut_end and found + WINDOW <= end and found + WINDOW + 16 <= size:
-                # The pieces of 64 ASCII bytes at once (pretok_cl100k.cl100k_window_starts), as
-                # encode.encode_run does for GPT-2: up to the first one too long for the short
+                # The pieces of 64 ASCII bytes at once (cl100k_window_starts, o200k_window_starts),
+                # as encode.encode_run does for GPT-2: up to the first one too long for the short
                 # cache, which the path below takes, as it does where the window decided nothing.
                 # (The window reads 64 bytes; a piece's key, up to 16 from its start.)
-                starts = cl100k_window_starts(data, found)
+                if pretok == cfg.PRETOK_CL100K:
+                    starts = cl100k_window_starts(data, found)
+                else:
+                    starts = o200k_window_starts(data, found)
                 piece_start = found
                 while starts != 0 and n_found < _BLOCK:
                     piece_end = found + np.int64(trailing_zeros(starts))

@@ -33,7 +33,7 @@ from numba import njit
 
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from fastenc.kernels.loads import ascii_masks64, crlf_mask64, load_word
+from fastenc.kernels.loads import ascii_masks64, load_word, wide_masks64
 from fastenc.kernels.pretok_gpt2 import _BYTE_INDEX, _CASE, _DECIDED, _GE_A, _GT_Z, _HI, _LOW7, _STARTED, _utf8_seq
 
 _OTHER = 0
@@ -190,6 +190,69 @@ _THREE = np.uint64(3)
 _ZERO = np.uint64(0)
 
 
+@njit(cache=True, inline="always")
+def window_digit_starts(digit):
+    """The piece starts among a window's digits (``\\p{N}{1,3}``, cl100k and o200k alike): each
+    run's first digit, then every third one from it. Scalars only (inlined, no refcounting)."""
+    starts = digit & ~(digit << _ONE)
+    four = digit & (digit << _ONE) & (digit << _TWO) & (digit << _THREE)  # bytes k-3..k digits
+    cut = (starts << _THREE) & four
+    while cut != 0:  # (once per three digits of the longest run: rarely more than once)
+        starts |= cut
+        cut = (cut << _THREE) & four
+    return starts
+
+
+@njit(cache=True, inline="always")
+def window_contraction(b1, b2):
+    """Length in bytes (2 or 3) of the contraction that an apostrophe followed by bytes ``b1 b2``
+    begins, case-insensitively (``s d m t``, ``ll ve re``: the set of cl100k and o200k), else 0.
+    ASCII only (``| 0x20`` folds just A-Z onto a-z among the letters compared; the windows leave
+    a contraction with a byte >= 0x80, such as ``'ſ``, undecided). Scalars only (inlined)."""
+    f1 = b1 | 0x20
+    f2 = b2 | 0x20
+    n = np.uint64(0)
+    if f1 == 0x73 or f1 == 0x74 or f1 == 0x64 or f1 == 0x6D:  # s t d m
+        n = _TWO
+    elif (f2 == 0x6C and f1 == 0x6C) or (f2 == 0x65 and (f1 == 0x76 or f1 == 0x72)):  # ll ve re
+        n = _THREE
+    return n
+
+
+@njit(cache=True, inline="always")
+def window_space_starts(space, crlf, absorbed, high, decided):
+    """The piece starts among a window's whitespace bytes (cl100k's and o200k's rules agree for
+    a run that ends inside the window), and ``decided`` cut where one is not known.
+
+    ``absorbed``: the CR/LF bytes that belong to the punctuation piece before them. A run starts
+    a piece at its first byte not absorbed; its last byte starts one when it is not a CR/LF
+    (``\\s+(?!\\S)`` or ``\\s`` leave it to the next piece); and so does the byte after its
+    last CR/LF (``\\s*[\\r\\n]`` ends there), the one rule that needs the run's end: checked per
+    candidate (a non-CR/LF whitespace byte right after a CR/LF, rare) with one bit scan for the
+    first byte on that is a CR/LF or not whitespace; if that byte is >= 0x80 or past the window,
+    the start is not known and nothing from it on is decided. Scalars only (inlined)."""
+    blank = space & ~crlf
+    ws = space & ~absorbed
+    starts = (ws & ~(ws << _ONE)) | (blank & (~space >> _ONE))
+    candidates = blank & (crlf << _ONE) & ~starts & decided
+    stops = crlf | ~space
+    while candidates != 0:
+        k = trailing_zeros(candidates)
+        candidates &= candidates - _ONE
+        ahead = stops >> np.uint64(k)
+        stop = np.uint64(63)
+        if ahead != 0:
+            stop = np.uint64(trailing_zeros(ahead) + k)
+        if ahead == 0 or ((high >> stop) & _ONE) != 0:
+            # (Belt and braces: no start above k in the run is set either, so the caller would stop
+            # before k anyway; cutting says so.)
+            decided &= (_ONE << np.uint64(k)) - _ONE
+            candidates = _ZERO
+        elif ((crlf >> stop) & _ONE) == 0:
+            starts |= _ONE << np.uint64(k)
+    return starts, decided
+
+
 @njit(cache=True)
 def cl100k_window_starts(data, pos):
     """The cl100k pieces that start in ``data[pos + 1:pos + 61]``, as a bitmask (bit k: a piece
@@ -222,7 +285,7 @@ def cl100k_window_starts(data, pos):
     Same pieces as ``cl100k_piece_end`` (tests/test_pretok_cl100k_window.py compares them).
     """
     letter, digit, space, sp, apostrophe, high = ascii_masks64(data, pos)
-    crlf = crlf_mask64(data, pos)
+    crlf, _, _ = wide_masks64(data, pos)
     decided = _DECIDED
     if high != 0:  # bit k reads bytes k-2..k+1: the bits to two before a byte >= 0x80 stay decided
         h = trailing_zeros(high)
@@ -233,44 +296,19 @@ def cl100k_window_starts(data, pos):
         blank = space & ~crlf
         other_start = other & ~((other | sp) << _ONE)
         letter_start = letter & ~((letter | blank | other_start) << _ONE)
-        digit_start = digit & ~(digit << _ONE)
-        four = digit & (digit << _ONE) & (digit << _TWO) & (digit << _THREE)  # bytes k-3..k digits
-        cut = (digit_start << _THREE) & four  # every third digit of a run, from its start
-        while cut != 0:
-            digit_start |= cut
-            cut = (cut << _THREE) & four
+        digit_start = window_digit_starts(digit)
         # CR/LF runs right after an O: a carry from each run's first byte clears the run.
         absorbed = ((crlf + (crlf & (other << _ONE))) ^ crlf) & crlf
-        ws = space & ~absorbed
-        ws_start = (ws & ~(ws << _ONE)) | (blank & (~space >> _ONE))
+        ws_start, decided = window_space_starts(space, crlf, absorbed, high, decided)
         starts = other_start | letter_start | digit_start | ws_start
-        # A B right after a CR/LF starts a piece iff no CR/LF follows in its run: the first byte
-        # from it on that is a CR/LF or not whitespace tells (not an ASCII one: undecided).
-        candidates = blank & (crlf << _ONE) & ~starts & decided
-        stops = crlf | ~space
-        while candidates != 0:
-            k = trailing_zeros(candidates)
-            candidates &= candidates - _ONE
-            ahead = stops >> np.uint64(k)
-            stop = np.uint64(63)  # (no stop in the window: undecided, as at a byte >= 0x80)
-            if ahead != 0:
-                stop = np.uint64(trailing_zeros(ahead) + k)
-            if ahead == 0 or ((high >> stop) & _ONE) != 0:
-                decided &= (_ONE << np.uint64(k)) - _ONE
-                candidates = _ZERO
-            elif ((crlf >> stop) & _ONE) == 0:
-                starts |= _ONE << np.uint64(k)
         contractions = starts & apostrophe & _STARTED
         while contractions != 0:
             k = trailing_zeros(contractions)
             contractions &= contractions - _ONE
             at = np.uint64(k)
-            b1 = data[np.uint64(pos) + at + _ONE] | 0x20  # (case-insensitive: | 0x20 maps only A-Z to a-z here)
-            b2 = data[np.uint64(pos) + at + _TWO] | 0x20
-            if b1 == 0x73 or b1 == 0x74 or b1 == 0x64 or b1 == 0x6D:  # s t d m
-                starts = (starts & ~(_ONE << (at + _ONE))) | (_ONE << (at + _TWO))
-            elif (b2 == 0x6C and b1 == 0x6C) or (b2 == 0x65 and (b1 == 0x76 or b1 == 0x72)):  # ll ve re
-                starts = (starts & ~(_THREE << (at + _ONE))) | (_ONE << (at + _THREE))
+            n = window_contraction(data[np.uint64(pos) + at + _ONE], data[np.uint64(pos) + at + _TWO])
+            if n != 0:  # no start inside it, one right after it
+                starts = (starts & ~(((_ONE << n) - _ONE) << at << _ONE)) | (_ONE << (at + n))
         starts &= decided
     if (data.shape[0]) < 0:  # the array used in the single exit block (no refcounting)
         starts = _ZERO

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from fastenc.kernels import config as cfg
 from fastenc.kernels.bpe import merge_long_piece, merge_short_piece
 from fastenc.kernels.jit import NO_REFCOUNTING
-from fastenc.kernels.loads import load_at, prefetch_at, store_wide_ids8
+from fastenc.kernels.loads import ASCII_MASKS, load_at, load_word, prefetch_at, store_wide_ids8
 from fastenc.kernels.piece_cache import (
     ELSEWHERE,
     MAX_CACHED_PIECE_BYTES,
@@ -39,9 +40,9 @@ from fastenc.kernels.piece_cache_wide import (
     wide_tiny_store,
 )
 from fastenc.kernels.piece_memo import MEMO_MAX_BYTES, memo_find, memo_hash, memo_prefetch
-from fastenc.kernels.pretok_cl100k import cl100k_piece_end
-from fastenc.kernels.pretok_gpt2 import gpt2_piece_end
-from fastenc.kernels.pretok_o200k import o200k_piece_end
+from fastenc.kernels.pretok_cl100k import cl100k_piece_end, cl100k_window_starts
+from fastenc.kernels.pretok_gpt2 import WINDOW, gpt2_piece_end
+from fastenc.kernels.pretok_o200k import o200k_piece_end, o200k_window_starts
 from fastenc.kernels.pretok_url import url_piece_end
 from fastenc.kernels.segments import segment_end
 from fastenc.kernels.tables import token_id_of
@@ -68,6 +69,7 @@ _U24 = np.uint64(24)
 _COUNT_SHIFT = np.uint64(WIDE_COUNT_SHIFT)
 _TINY_COUNT = np.uint64(3)  # the count's bits in a tiny slot's last word (the length byte follows)
 _SHORT_COUNT = np.uint64(0xF)  # in a short slot's
+_FIRST3_HIGH = np.uint64(0x808080)  # the high bits of a word's first three bytes
 
 
 @njit(cache=True)
@@ -103,6 +105,7 @@ def encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos):
     long_ids = wide_max_piece_ids(long)
     hot_layout = short.shape[1] == SHORT_WORDS  # the hot path's slot layout (piece_slot)
     pretok = vocab.config[cfg.PRETOKENIZER]
+    window = ASCII_MASKS and (pretok == cfg.PRETOK_CL100K or pretok == cfg.PRETOK_O200K)  # 64 ASCII bytes at a time
     whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
     joinable = vocab.joinable
     pos = start
@@ -117,6 +120,39 @@ def encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos):
         # ring[4k + 2] the address of its home slot, prefetched now (0: none) ---
         n_found = 0
         while found < end and n_found < _BLOCK:
+            if (window and found >= cut_end and found + WINDOW <= end and found + WINDOW + 16 <= size
+                    and (load_word(data, found) & _FIRST3_HIGH) == 0):
+                # The pieces of 64 ASCII bytes at once (cl100k_window_starts, o200k_window_starts),
+                # as encode.encode_run does for GPT-2: up to the first one too long for the short
+                # cache, which the path below takes, as it does where the window decided nothing.
+                # (The window reads 64 bytes; a piece's key, up to 16 from its start. A byte >= 0x80
+                # in the first three leaves it nothing to decide (non-Latin text: most pieces start
+                # so): one load skips the call. On docs.parquet that is 46% of the calls; 59%
+                # decided nothing. A/B against calling it: warm cl100k +5%.)
+                if pretok == cfg.PRETOK_CL100K:
+                    starts = cl100k_window_starts(data, found)
+                else:
+                    starts = o200k_window_starts(data, found)
+                piece_start = found
+                while starts != 0 and n_found < _BLOCK:
+                    piece_end = found + np.int64(trailing_zeros(starts))
+                    n = piece_end - piece_start
+                    if n > short_bytes:
+                        break
+                    starts &= starts - np.uint64(1)
+                    at = np.uint64(0)
+                    if hot_layout:
+                        at = piece_slot(tiny, short, data, piece_start, n)
+                        prefetch_at(at)
+                    slot = np.uint64(_RING * n_found)
+                    ring[slot] = piece_end
+                    ring[slot + _U1] = -1
+                    ring[slot + _U2] = np.int64(at)
+                    n_found += 1
+                    piece_start = piece_end
+                if piece_start > found:
+                    found = piece_start
+                    continue
             whole = -1
             if found < cut_end:
                 piece_end = segment_end(data, found, cut_end, joinable)

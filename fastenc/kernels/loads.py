@@ -117,6 +117,35 @@ def ascii_masks64(typingctx, data, i):
     return sig, codegen
 
 
+@intrinsic
+def wide_masks64(typingctx, data, i):
+    """Three more bitmasks of ``data[i:i + 64]`` for the cl100k/o200k windows, whose patterns
+    treat some bytes apart from ``ascii_masks64``'s classes: CR and LF (``[\\r\\n]``), the slash
+    (o200k's ``[\\r\\n/]*`` after punctuation) and the upper-case letters A-Z (o200k splits
+    letter runs by case). Same vector code, load and bit order as ``ascii_masks64`` (LLVM merges
+    the two loads of one address and drops a mask that is not used); no bounds check."""
+    sig = types.UniTuple(types.uint64, 3)(data, types.intp)
+
+    def codegen(context, builder, signature, args):
+        array, index = args
+        base = context.make_array(signature.args[0])(context, builder, array).data
+        vec = ir.VectorType(ir.IntType(8), 64)
+        v = builder.load(builder.bitcast(builder.gep(base, [index]), vec.as_pointer()), align=1)
+
+        def splat(c):
+            return ir.Constant(vec, [c] * 64)
+
+        def bits(flags):  # <64 x i1> -> i64, element k -> bit k
+            return builder.bitcast(flags, ir.IntType(64))
+
+        crlf = builder.or_(builder.icmp_unsigned("==", v, splat(0x0D)), builder.icmp_unsigned("==", v, splat(0x0A)))
+        slash = builder.icmp_unsigned("==", v, splat(0x2F))
+        upper = builder.icmp_unsigned("<", builder.sub(v, splat(0x41)), splat(26))
+        return context.make_tuple(builder, signature.return_type, [bits(crlf), bits(slash), bits(upper)])
+
+    return sig, codegen
+
+
 ASCII_MASKS = sys.byteorder == "little"  # ascii_masks64's bit order holds on little-endian machines
 
 

@@ -31,8 +31,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from fastenc.kernels.loads import load_word
-from fastenc.kernels.pretok_gpt2 import _BYTE_INDEX, _CASE, _GE_A, _GT_Z, _HI, _LOW7, _utf8_seq
+from numba.cpython.unsafe.numbers import trailing_zeros
+
+from fastenc.kernels.loads import ascii_masks64, load_word, wide_masks64
+from fastenc.kernels.pretok_gpt2 import _BYTE_INDEX, _CASE, _DECIDED, _GE_A, _GT_Z, _HI, _LOW7, _STARTED, _utf8_seq
 
 _OTHER = 0
 _LETTER = 1
@@ -180,3 +182,134 @@ def cl100k_piece_end(data, pos, end, classes):
     if (data.shape[0] | classes.shape[0]) < 0:
         r = 0
     return r
+
+
+_ONE = np.uint64(1)
+_TWO = np.uint64(2)
+_THREE = np.uint64(3)
+_ZERO = np.uint64(0)
+
+
+@njit(cache=True, inline="always")
+def window_digit_starts(digit):
+    """The piece starts among a window's digits (``\\p{N}{1,3}``, cl100k and o200k alike): each
+    run's first digit, then every third one from it. Scalars only (inlined, no refcounting)."""
+    starts = digit & ~(digit << _ONE)
+    four = digit & (digit << _ONE) & (digit << _TWO) & (digit << _THREE)  # bytes k-3..k digits
+    cut = (starts << _THREE) & four
+    while cut != 0:  # (once per three digits of the longest run: rarely more than once)
+        starts |= cut
+        cut = (cut << _THREE) & four
+    return starts
+
+
+@njit(cache=True, inline="always")
+def window_contraction(b1, b2):
+    """Length in bytes (2 or 3) of the contraction that an apostrophe followed by bytes ``b1 b2``
+    begins, case-insensitively (``s d m t``, ``ll ve re``: the set of cl100k and o200k), else 0.
+    ASCII only (``| 0x20`` folds just A-Z onto a-z among the letters compared; the windows leave
+    a contraction with a byte >= 0x80, such as ``'ſ``, undecided). Scalars only (inlined)."""
+    f1 = b1 | 0x20
+    f2 = b2 | 0x20
+    n = np.uint64(0)
+    if f1 == 0x73 or f1 == 0x74 or f1 == 0x64 or f1 == 0x6D:  # s t d m
+        n = _TWO
+    elif (f2 == 0x6C and f1 == 0x6C) or (f2 == 0x65 and (f1 == 0x76 or f1 == 0x72)):  # ll ve re
+        n = _THREE
+    return n
+
+
+@njit(cache=True, inline="always")
+def window_space_starts(space, crlf, absorbed, high, decided):
+    """The piece starts among a window's whitespace bytes (cl100k's and o200k's rules agree for
+    a run that ends inside the window), and ``decided`` cut where one is not known.
+
+    ``absorbed``: the CR/LF bytes that belong to the punctuation piece before them. A run starts
+    a piece at its first byte not absorbed; its last byte starts one when it is not a CR/LF
+    (``\\s+(?!\\S)`` or ``\\s`` leave it to the next piece); and so does the byte after its
+    last CR/LF (``\\s*[\\r\\n]`` ends there), the one rule that needs the run's end: checked per
+    candidate (a non-CR/LF whitespace byte right after a CR/LF, rare) with one bit scan for the
+    first byte on that is a CR/LF or not whitespace; if that byte is >= 0x80 or past the window,
+    the start is not known and nothing from it on is decided. Scalars only (inlined)."""
+    blank = space & ~crlf
+    ws = space & ~absorbed
+    starts = (ws & ~(ws << _ONE)) | (blank & (~space >> _ONE))
+    candidates = blank & (crlf << _ONE) & ~starts & decided
+    stops = crlf | ~space
+    while candidates != 0:
+        k = trailing_zeros(candidates)
+        candidates &= candidates - _ONE
+        ahead = stops >> np.uint64(k)
+        stop = np.uint64(63)
+        if ahead != 0:
+            stop = np.uint64(trailing_zeros(ahead) + k)
+        if ahead == 0 or ((high >> stop) & _ONE) != 0:
+            # (Belt and braces: no start above k in the run is set either, so the caller would stop
+            # before k anyway; cutting says so.)
+            decided &= (_ONE << np.uint64(k)) - _ONE
+            candidates = _ZERO
+        elif ((crlf >> stop) & _ONE) == 0:
+            starts |= _ONE << np.uint64(k)
+    return starts, decided
+
+
+@njit(cache=True)
+def cl100k_window_starts(data, pos):
+    """The cl100k pieces that start in ``data[pos + 1:pos + 61]``, as a bitmask (bit k: a piece
+    starts at ``pos + k``), decided from the 64 bytes ``data[pos:pos + 64]`` at once, like
+    ``pretok_gpt2.gpt2_window_starts`` (same contract: ``pos`` a piece start, ``pos + 64`` at most
+    the document's end; every bit up to the highest set one is final, the rest are 0, for the
+    caller to walk on with ``cl100k_piece_end``). Undecided, so 0 from there on: bits from two
+    before the first byte >= 0x80, and from a whitespace run's piece start whose end lies past the
+    window (or at a byte >= 0x80).
+
+    For ASCII each rule of the pattern (module docstring) is a bit expression over the byte
+    classes (L letter, D digit, W whitespace, N CR/LF, B = W - N, O other; ``x << 1``: the byte
+    before is x, ``x >> 1``: the byte after is x):
+
+    - O starts a piece unless it follows O (the run is possessive) or a space (`` ?`` joins it);
+      such an O is an "O start";
+    - L starts a piece unless it follows L or a byte that joins the letters
+      (``[^\\r\\n\\p{L}\\p{N}]?``): a B (the last byte of a whitespace run is always a piece
+      start) or an O start (an O inside a run, or after a space, belongs to the punctuation piece);
+    - D: runs cut every three bytes from their start (``\\p{N}{1,3}``), nothing joins them;
+    - W: the CR/LF right after an O belong to its piece (``[\\r\\n]*``); a whitespace run starts
+      a piece at its first byte not so absorbed; its last byte starts one when it is a B
+      (``\\s+(?!\\S)`` leaves it to the next piece, ``\\s`` takes it alone); and after the last
+      CR/LF of the run (``\\s*[\\r\\n]``) a B starts one. The last is the only rule that needs
+      the run's end, which may lie far ahead: it is checked per candidate (a B right after an N,
+      rare) with one bit scan;
+    - contractions (``'`` then ``s d m t ll ve re``, any case) at an apostrophe that starts a piece
+      move the next start 2 or 3 bytes on, as in GPT-2's window.
+
+    Same pieces as ``cl100k_piece_end`` (tests/test_pretok_cl100k_window.py compares them).
+    """
+    letter, digit, space, sp, apostrophe, high = ascii_masks64(data, pos)
+    crlf, _, _ = wide_masks64(data, pos)
+    decided = _DECIDED
+    if high != 0:  # bit k reads bytes k-2..k+1: the bits to two before a byte >= 0x80 stay decided
+        h = trailing_zeros(high)
+        decided = _DECIDED & ((_ONE << np.uint64(h - 1)) - _ONE) if h >= 3 else _ZERO
+    starts = _ZERO
+    if decided != 0:
+        other = ~(letter | digit | space)  # (bytes >= 0x80 too: every bit they touch is undecided)
+        blank = space & ~crlf
+        other_start = other & ~((other | sp) << _ONE)
+        letter_start = letter & ~((letter | blank | other_start) << _ONE)
+        digit_start = window_digit_starts(digit)
+        # CR/LF runs right after an O: a carry from each run's first byte clears the run.
+        absorbed = ((crlf + (crlf & (other << _ONE))) ^ crlf) & crlf
+        ws_start, decided = window_space_starts(space, crlf, absorbed, high, decided)
+        starts = other_start | letter_start | digit_start | ws_start
+        contractions = starts & apostrophe & _STARTED
+        while contractions != 0:
+            k = trailing_zeros(contractions)
+            contractions &= contractions - _ONE
+            at = np.uint64(k)
+            n = window_contraction(data[np.uint64(pos) + at + _ONE], data[np.uint64(pos) + at + _TWO])
+            if n != 0:  # no start inside it, one right after it
+                starts = (starts & ~(((_ONE << n) - _ONE) << at << _ONE)) | (_ONE << (at + n))
+        starts &= decided
+    if (data.shape[0]) < 0:  # the array used in the single exit block (no refcounting)
+        starts = _ZERO
+    return starts

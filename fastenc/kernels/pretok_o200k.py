@@ -41,8 +41,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from fastenc.kernels.loads import load_word
-from fastenc.kernels.pretok_gpt2 import _BYTE_INDEX, _GE_A, _GT_Z, _HI, _LOW7, _utf8_seq
+from numba.cpython.unsafe.numbers import trailing_zeros
+
+from fastenc.kernels.loads import ascii_masks64, load_word, wide_masks64
+from fastenc.kernels.pretok_cl100k import window_contraction, window_digit_starts, window_space_starts
+from fastenc.kernels.pretok_gpt2 import _BYTE_INDEX, _DECIDED, _GE_A, _GT_Z, _HI, _LOW7, _utf8_seq
 
 _OTHER = 0
 _UPPER = 1
@@ -247,3 +250,64 @@ def o200k_piece_end(data, pos, end, classes):
     if (data.shape[0] | classes.shape[0]) < 0:
         r = 0
     return r
+
+
+_ONE = np.uint64(1)
+_TWO = np.uint64(2)
+_ZERO = np.uint64(0)
+
+
+@njit(cache=True)
+def o200k_window_starts(data, pos):
+    """The o200k pieces that start in ``data[pos + 1:pos + 61]``, as a bitmask (bit k: a piece
+    starts at ``pos + k``), decided from the 64 bytes ``data[pos:pos + 64]`` at once: the same
+    contract as ``pretok_cl100k.cl100k_window_starts`` (and its digit and whitespace rules, which
+    agree for o200k where a run ends inside the window), with o200k's differences, for ASCII
+    (L letter, U upper case, W lower case, B whitespace but CR/LF, O other):
+
+    - after punctuation ``[\\r\\n/]*``: the CR/LF/slash bytes from the first CR/LF after an O
+      belong to its piece (a carry from each such CR/LF clears its run: the OR with the seeds
+      mends a run that a second seed, a CR/LF after an absorbed slash, split); an O right after an
+      absorbed slash starts a new punctuation piece;
+    - a letter run splits where an upper-case letter follows a lower-case one (for ASCII,
+      ``[U]*[W]+`` then ``[U]+[W]*`` are the pieces ``U*W+`` and a final ``U+``); its first piece
+      takes the byte before as in cl100k (``[^\\r\\n\\p{L}\\p{N}]?``);
+    - a contraction is a suffix: an apostrophe right after a letter run, then ``s t m d re ve ll``
+      in any case, belongs to the run's last piece (not when that letter is itself a contraction's:
+      ``don't's`` is ``don't`` + ``'s``).
+
+    Same pieces as ``o200k_piece_end`` (tests/test_pretok_cl100k_window.py compares them).
+    """
+    letter, digit, space, sp, apostrophe, high = ascii_masks64(data, pos)
+    crlf, slash, upper = wide_masks64(data, pos)
+    decided = _DECIDED
+    if high != 0:  # bit k reads bytes k-2..k+1: the bits to two before a byte >= 0x80 stay decided
+        h = trailing_zeros(high)
+        decided = _DECIDED & ((_ONE << np.uint64(h - 1)) - _ONE) if h >= 3 else _ZERO
+    starts = _ZERO
+    if decided != 0:
+        other = ~(letter | digit | space)  # (bytes >= 0x80 too: every bit they touch is undecided)
+        blank = space & ~crlf
+        lower = letter & ~upper
+        chain = crlf | slash
+        seeds = crlf & (other << _ONE)
+        absorbed = (((chain + seeds) ^ chain) | seeds) & chain
+        live = other & ~absorbed
+        other_start = live & ~((live | sp) << _ONE)
+        letter_start = (letter & ~((letter | blank | other_start) << _ONE)) | (upper & (lower << _ONE))
+        digit_start = window_digit_starts(digit)
+        ws_start, decided = window_space_starts(space, crlf, absorbed & crlf, high, decided)
+        starts = other_start | letter_start | digit_start | ws_start
+        contractions = apostrophe & (letter << _ONE) & decided
+        while contractions != 0:
+            k = trailing_zeros(contractions)
+            contractions &= contractions - _ONE
+            at = np.uint64(k)
+            n = window_contraction(data[np.uint64(pos) + at + _ONE], data[np.uint64(pos) + at + _TWO])
+            if n != 0:  # the apostrophe starts no piece, nor the bytes after it; the byte after them does
+                starts = (starts & ~(((_ONE << n) - _ONE) << at)) | (_ONE << (at + n))
+                contractions &= ~(_ONE << (at + n))  # ("don't's": that apostrophe follows a contraction)
+        starts &= decided
+    if (data.shape[0]) < 0:  # the array used in the single exit block (no refcounting)
+        starts = _ZERO
+    return starts

@@ -80,6 +80,24 @@ def prefetch(typingctx, arr, index):
     return sig, codegen
 
 
+def _window_vector(context, builder, signature, args):
+    """The shared start of ``ascii_masks64`` and ``wide_masks64``: ``data[i:i + 64]`` as one
+    ``<64 x i8>`` load (unaligned), ``splat(c)`` (c in every lane) and ``bits(flags)`` (``<64 x i1>``
+    -> i64, lane k -> bit k)."""
+    array, index = args
+    base = context.make_array(signature.args[0])(context, builder, array).data
+    vec = ir.VectorType(ir.IntType(8), 64)
+    v = builder.load(builder.bitcast(builder.gep(base, [index]), vec.as_pointer()), align=1)
+
+    def splat(c):
+        return ir.Constant(vec, [c] * 64)
+
+    def bits(flags):
+        return builder.bitcast(flags, ir.IntType(64))
+
+    return v, splat, bits
+
+
 @intrinsic
 def ascii_masks64(typingctx, data, i):
     """Six bitmasks of ``data[i:i + 64]`` (bit k for byte ``i + k``), for the block
@@ -94,16 +112,7 @@ def ascii_masks64(typingctx, data, i):
     sig = types.UniTuple(types.uint64, 6)(data, types.intp)
 
     def codegen(context, builder, signature, args):
-        array, index = args
-        base = context.make_array(signature.args[0])(context, builder, array).data
-        vec = ir.VectorType(ir.IntType(8), 64)
-        v = builder.load(builder.bitcast(builder.gep(base, [index]), vec.as_pointer()), align=1)
-
-        def splat(c):
-            return ir.Constant(vec, [c] * 64)
-
-        def bits(flags):  # <64 x i1> -> i64, element k -> bit k
-            return builder.bitcast(flags, ir.IntType(64))
+        v, splat, bits = _window_vector(context, builder, signature, args)
 
         letter = builder.icmp_unsigned("<", builder.sub(builder.or_(v, splat(0x20)), splat(0x61)), splat(26))
         digit = builder.icmp_unsigned("<", builder.sub(v, splat(0x30)), splat(10))
@@ -127,16 +136,7 @@ def wide_masks64(typingctx, data, i):
     sig = types.UniTuple(types.uint64, 3)(data, types.intp)
 
     def codegen(context, builder, signature, args):
-        array, index = args
-        base = context.make_array(signature.args[0])(context, builder, array).data
-        vec = ir.VectorType(ir.IntType(8), 64)
-        v = builder.load(builder.bitcast(builder.gep(base, [index]), vec.as_pointer()), align=1)
-
-        def splat(c):
-            return ir.Constant(vec, [c] * 64)
-
-        def bits(flags):  # <64 x i1> -> i64, element k -> bit k
-            return builder.bitcast(flags, ir.IntType(64))
+        v, splat, bits = _window_vector(context, builder, signature, args)
 
         crlf = builder.or_(builder.icmp_unsigned("==", v, splat(0x0D)), builder.icmp_unsigned("==", v, splat(0x0A)))
         slash = builder.icmp_unsigned("==", v, splat(0x2F))

@@ -34,7 +34,7 @@ from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from fastenc.kernels.loads import ascii_masks64, load_word, wide_masks64
-from fastenc.kernels.pretok_gpt2 import _BYTE_INDEX, _CASE, _DECIDED, _GE_A, _GT_Z, _HI, _LOW7, _STARTED, _utf8_seq
+from fastenc.kernels.pretok_gpt2 import _BYTE_INDEX, _CASE, _GE_A, _GT_Z, _HI, _LOW7, _STARTED, _utf8_seq, window_decided
 
 _OTHER = 0
 _LETTER = 1
@@ -286,10 +286,7 @@ def cl100k_window_starts(data, pos):
     """
     letter, digit, space, sp, apostrophe, high = ascii_masks64(data, pos)
     crlf, _, _ = wide_masks64(data, pos)
-    decided = _DECIDED
-    if high != 0:  # bit k reads bytes k-2..k+1: the bits to two before a byte >= 0x80 stay decided
-        h = trailing_zeros(high)
-        decided = _DECIDED & ((_ONE << np.uint64(h - 1)) - _ONE) if h >= 3 else _ZERO
+    decided = window_decided(high)  # (bit k reads bytes k-2..k+1)
     starts = _ZERO
     if decided != 0:
         other = ~(letter | digit | space)  # (bytes >= 0x80 too: every bit they touch is undecided)

@@ -184,6 +184,18 @@ _THREE = np.uint64(3)
 
 
 @njit(cache=True, inline="always")
+def window_decided(high):
+    """The bits a 64-byte window decides (1..60), given its mask of bytes >= 0x80 (``high``): bit k
+    reads the classes of bytes k-1..k+1 (k+2 for some rules), so with a byte >= 0x80 at h the bits
+    up to h-2 stay decided. One rule for the GPT-2, cl100k and o200k windows."""
+    decided = _DECIDED
+    if high != 0:
+        h = trailing_zeros(high)
+        decided = _DECIDED & ((_ONE << np.uint64(h - 1)) - _ONE) if h >= 3 else np.uint64(0)
+    return decided
+
+
+@njit(cache=True, inline="always")
 def gpt2_window_starts(data, pos):
     """The GPT-2 pieces that start in ``data[pos + 1:pos + 61]``, as a bitmask (bit k: a piece
     starts at ``pos + k``), decided from the 64 bytes ``data[pos:pos + 64]`` at once: bits up to
@@ -210,10 +222,7 @@ def gpt2_window_starts(data, pos):
     letter, digit, space, sp, apostrophe, high = ascii_masks64(data, pos)
     # Bit k needs the classes of bytes k-1..k+1: with a byte >= 0x80 at h (whose class the masks
     # do not know), bits up to h-2 are still decided.
-    decided = _DECIDED
-    if high != 0:
-        h = trailing_zeros(high)
-        decided = _DECIDED & ((_ONE << np.uint64(h - 1)) - _ONE) if h >= 3 else np.uint64(0)
+    decided = window_decided(high)
     starts = np.uint64(0)
     if decided != 0:
         other = ~(letter | digit | space)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,13 @@ def pytest_sessionstart(session):
             f"CI is set but the shared corpora are missing at {SHARED_DATA}: the parity tests would be "
             "skipped. Lay ../shared beside the checkout (or unset CI for a local run without it)."
         )
+
+
+def pytest_configure(config):
+    """With several pytest-xdist workers (pyproject's addopts): compile the kernels once, here,
+    before the workers start (``fastenc warmup``: two processes, ~50 s on an empty cache, 0.3 s on a
+    full one), so that they do not all compile the same kernels at once; each then compiles only
+    the specialisations its own tests make. A failed warmup only means the workers compile."""
+    if hasattr(config, "workerinput") or (getattr(config.option, "numprocesses", None) or 0) < 2:
+        return
+    subprocess.run([sys.executable, "-m", "fastenc", "warmup", "--quiet"], cwd=REPO, check=False)

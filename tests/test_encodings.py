@@ -446,3 +446,8 @@ def test_the_wide_loop_is_exact_cold_warm_and_with_a_scrambled_memo(pair):
     memo[arena:] = (memo[arena:] * np.uint64(7) + np.uint64(13)) & np.uint64((1 << 63) - 1)
     n = _encode_all_wide(data, offsets, enc.vocab, enc.classes, caches, out)
     assert out[:n].tolist() == expected
+    # data is writable here: encode_text_wide retypes it, so its loop is compiled for read-only data only
+    from fastenc.kernels.encode_wide import wide_loop
+
+    assert data.flags.writeable and wide_loop.signatures
+    assert all(not sig[0].mutable for sig in wide_loop.signatures), wide_loop.signatures

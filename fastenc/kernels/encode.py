@@ -55,6 +55,7 @@ from fastenc.kernels.jit import NO_REFCOUNTING
 from fastenc.kernels.loads import ASCII_MASKS, load_at, load_word, prefetch_at, store_ids8
 from fastenc.kernels.pretok_gpt2 import WINDOW, gpt2_piece_end, gpt2_window_starts
 from fastenc.kernels.pretok_url import url_piece_end
+from fastenc.kernels.readonly import as_readonly
 from fastenc.kernels.segments import segment_end
 from fastenc.kernels.tables import token_id_of
 
@@ -170,10 +171,16 @@ def encode_text(data, start, end, vocab, classes, caches, out, out_pos):
 @njit(cache=True)
 def encode_with(data, start, end, vocab, classes, caches, scratch, out, out_pos):
     """``encode_text`` with the scratch passed in (``new_scratch()``, reused across calls): any
-    vocabulary (``takes_wide_loop`` says which loop encodes it)."""
+    vocabulary (``takes_wide_loop`` says which loop encodes it).
+
+    The loops below are called with one type of input, whatever the caller passes (a writable
+    ``data``, int32 positions): read-only ``data`` (``as_readonly``) and int64 positions, so a
+    user's own ``@njit`` code never compiles them again for its types (~1-2 min on 2 cores)."""
+    text = as_readonly(data)
+    s, e, at = np.int64(start), np.int64(end), np.int64(out_pos)
     if takes_wide_loop(vocab.config):  # cl100k_base, o200k_base and their patterns
-        return encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos)
-    return encode_narrow(data, start, end, vocab, classes, caches, scratch, out, out_pos)
+        return encode_text_wide(text, s, e, vocab, classes, caches, out, at)
+    return encode_narrow(text, s, e, vocab, classes, caches, scratch, out, at)
 
 
 @njit(cache=True)

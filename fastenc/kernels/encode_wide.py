@@ -44,6 +44,7 @@ from fastenc.kernels.pretok_cl100k import cl100k_piece_end, cl100k_window_starts
 from fastenc.kernels.pretok_gpt2 import WINDOW, gpt2_piece_end
 from fastenc.kernels.pretok_o200k import o200k_piece_end, o200k_window_starts
 from fastenc.kernels.pretok_url import url_piece_end
+from fastenc.kernels.readonly import as_readonly
 from fastenc.kernels.segments import segment_end
 from fastenc.kernels.tables import token_id_of
 
@@ -81,6 +82,15 @@ def encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos):
 
     ``out`` needs room for ``end - start`` ids from ``out_pos``; all of that room may be
     written to (the ids end at the returned position; what lies past it is scratch).
+
+    The loop (``wide_loop``) is compiled for read-only ``data`` and int64 positions only, whatever
+    the caller passes (``encode.encode_with`` says why)."""
+    return wide_loop(as_readonly(data), np.int64(start), np.int64(end), vocab, classes, caches, out, np.int64(out_pos))
+
+
+@njit(cache=True)
+def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
+    """``encode_text_wide``'s loop.
 
     The text is taken in blocks of up to ``_BLOCK`` pieces, as in ``encode.encode_run``: the
     pre-tokenizer finds a block's pieces and prefetches each short one's home slot (whose address

@@ -264,3 +264,35 @@ def test_the_summary_line_names_the_text_column_each_recipe_chose(tmp_path, caps
         assert cli.main([command, str(src), "-o", str(tmp_path / command)]) == 0
         last = capsys.readouterr().err.strip().splitlines()[-1]
         assert last.startswith(f"fastenc {command}:") and f"(column {chosen!r})" in last, last
+
+
+def _fake_numba_extension(root: Path) -> tuple[Path, Path]:
+    """A package on its own path that declares a ``numba_extensions`` entry point (as awkward
+    does); its ``init`` writes a marker file when Numba loads it."""
+    root.mkdir()
+    marker = root / "loaded"
+    (root / "fake_ext.py").write_text(f"def init():\n    open({str(marker)!r}, 'w').close()\n")
+    info = root / "fake_ext-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-ext\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[numba_extensions]\ninit = fake_ext:init\n")
+    return root, marker
+
+
+def test_the_cli_skips_numba_extensions_and_library_users_keep_theirs(tmp_path):
+    # The CLI (and a map worker) runs fastenc's kernels only: Numba's loading of every installed
+    # extension at the first kernel (awkward: ~0.3 s) is skipped there, never in a user's process.
+    import os
+    import subprocess
+    import sys
+
+    text = tmp_path / "t.txt"
+    text.write_text("Hello, world!\n")
+    for user, code in [(False, "import sys; from fastenc.cli import main; sys.exit(main(sys.argv[1:]))"),
+                       (True, "import sys, fastenc; print(fastenc.load('gpt2').encode(open(sys.argv[2]).read()))")]:
+        root, marker = _fake_numba_extension(tmp_path / f"ext-{user}")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), str(REPO)]))
+        proc = subprocess.run([sys.executable, "-c", code, "encode", str(text)], capture_output=True, text=True, env=env,
+                              cwd=REPO, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert proc.stdout.split() and marker.exists() == user, (user, proc.stderr[-2000:])

@@ -66,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(args._module)
     import os
 
+    from fastenc.kernels.jit import skip_numba_extensions
+
+    skip_numba_extensions()  # this process runs fastenc's kernels only
+
     from fastenc.run.lifecycle import COMMAND_ENV
 
     outer = os.environ.get(COMMAND_ENV)

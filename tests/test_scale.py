@@ -117,8 +117,9 @@ def test_kill_a_worker_then_rerun_finishes_identical(name, inputs, reference, tm
     out = tmp_path / "out"
     extra = {"gpt2": ["--part-tokens", "20000", "--decode-every", "7"], "bytes": ["--shard-bytes", "3000", "--val-every", "5"]}[name]
     args = [name, *map(str, inputs[name]), "-o", str(out), "-q", "--workers", "2", *extra]
-    # each worker commits its first unit, then kills itself (SIGKILL) at its next unit's commit
-    failed = _cli(args, env={"FASTENC_FAULT": "rename:2:kill"})
+    # the spawned worker kills itself (SIGKILL) at its first unit's commit (unit 0: a spawned
+    # worker's first unit is always its own); the main process commits units from the back meanwhile
+    failed = _cli(args, env={"FASTENC_FAULT": "rename:1:kill"})
     assert failed.returncode == 1 and "rerun the same command" in failed.stderr and "Traceback" not in failed.stderr
     assert not out.exists()
     work = WorkDir(out, json.loads((Path(str(out) + WORK_SUFFIX) / "request.json").read_text()))
@@ -157,7 +158,7 @@ def test_a_changed_request_is_refused_naming_what_changed(inputs, tmp_path):
     out = tmp_path / "out"
     paths = [Path(shutil.copy(p, tmp_path / p.name)) for p in inputs["bytes"]]  # this test changes one
     args = ["bytes", *map(str, paths), "-o", str(out), "-q", "--shard-bytes", "3000"]
-    assert _cli([*args, "--workers", "2"], env={"FASTENC_FAULT": "rename:2:kill"}).returncode == 1
+    assert _cli([*args, "--workers", "2"], env={"FASTENC_FAULT": "rename:1:kill"}).returncode == 1
     with pytest.raises(InputError, match=r"option shard_bytes: 3000 -> 4000.*--overwrite"):
         encode_bytes(paths, out, shard_bytes=4000, quiet=True)
     os.utime(paths[1], ns=(1, 1))  # an input changed (its mtime)
@@ -225,6 +226,25 @@ def test_datatrove_ray_executor_gives_the_one_process_bytes(inputs, reference, t
         ray.shutdown()
     dt.Finalize("bytes", inputs["bytes"], out, **OPTIONS["bytes"]).units.finalize()
     assert tree(out) == reference["bytes"]
+
+
+def _pid_of_unit(i: int) -> int:
+    return os.getpid()
+
+
+def test_the_command_process_encodes_units_beside_the_spawned_workers():
+    # --workers 2: this process and one spawned worker; the worker's first unit (0) is its own,
+    # this process takes units from the back, and its thread count is restored after.
+    import numba
+
+    from fastenc.run.units import map_units
+
+    before = numba.get_num_threads()
+    results = map_units(_pid_of_unit, list(range(6)), workers=2, threads=1)
+    assert sorted(results) == list(range(6))
+    assert results[0] != os.getpid() and results[5] == os.getpid()
+    assert len(set(results.values())) == 2
+    assert numba.get_num_threads() == before
 
 
 def test_request_changes_names_inputs_options_and_tokenizer():

@@ -18,10 +18,11 @@ and drills, not for production runs. ``FailAt`` and ``Recorder`` count the four 
 told otherwise (``ops=(RENAMED,)``), so the step numbers of a failure drill stay those of
 the operations that can fail.
 
-Worker processes (``--workers N``, ``fastenc.run.units``) cannot be reached by ``inject``: each
-installs the hook named by the environment variable ``FASTENC_FAULT=OP:N:ACTION`` when it
-starts (``install_from_env``), e.g. ``rename:2:kill``: the worker kills itself with SIGKILL at
-its 2nd rename. ACTION: ``kill`` (SIGKILL), ``interrupt`` (KeyboardInterrupt), ``enospc``.
+Spawned worker processes (``--workers N``, ``fastenc.run.units``) cannot be reached by
+``inject``: each installs the hook named by the environment variable ``FASTENC_FAULT=OP:N:ACTION``
+when it starts (``install_from_env``), e.g. ``rename:2:kill``: the worker kills itself with
+SIGKILL at its 2nd rename. ACTION: ``kill`` (SIGKILL), ``interrupt`` (KeyboardInterrupt),
+``enospc``. The command's own process, which encodes units beside them, installs none.
 """
 from __future__ import annotations
 

@@ -214,12 +214,18 @@ def _env(name: str, value: str):
 
 def map_units(task: Callable[[int], object], todo: Sequence[int], *, workers: int, threads: int, bar=None) -> dict:
     """Run ``task(i)`` for every unit ``i`` in ``todo``: here when ``workers == 1``, else on
-    ``workers`` spawned processes of ``threads`` Numba threads each (``task`` must pickle).
+    ``workers`` processes of ``threads`` Numba threads each (``task`` must pickle): this one and
+    ``workers - 1`` spawned ones.
+
+    This process is one of the workers because it is already started (Python, pyarrow, Numba
+    and the vocabulary loaded), where a spawned worker spends ~1-2 CPU-s getting there
+    (bench/RESULTS.md, "Session 9"). The spawned workers take units from the front of ``todo``
+    (each gets its first one before this process starts on any), this one from the back.
 
     ``bar`` (a progress bar over units) is advanced as units finish, in any order. A worker that
     fails stops the phase with its error; one that dies (``kill -9``, out of memory) stops it with
-    one line saying that a rerun resumes. Finished units stay finished either way. Returns
-    ``{i: task(i)}``.
+    one line saying that a rerun resumes (this process notices between two of its own units).
+    Finished units stay finished either way. Returns ``{i: task(i)}``.
     """
     results = {}
     if workers == 1 or len(todo) <= 1:
@@ -228,36 +234,138 @@ def map_units(task: Callable[[int], object], todo: Sequence[int], *, workers: in
             if bar is not None:
                 bar.update(1)
         return results
-    return _map_on_pool(task, todo, workers, threads, bar)
+    return _map_on_pool(task, list(todo), workers, threads, bar)
 
 
-def _map_on_pool(task, todo, workers: int, threads: int, bar) -> dict:
+def _map_on_pool(task, todo: list, workers: int, threads: int, bar) -> dict:
     import concurrent.futures as cf
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")  # a fork of a process with Numba's threads running is unsafe
+    spawned = min(workers, len(todo)) - 1
+    units = _Units(todo)
+    results: dict = {}
     with _env("NUMBA_NUM_THREADS", str(threads)):
-        pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx, initializer=_init_worker,
-                                      initargs=(threads,))
-        futures: dict = {}
+        pool = cf.ProcessPoolExecutor(max_workers=spawned, mp_context=ctx, initializer=_init_worker, initargs=(threads,))
+        feeder = _Feeder(pool, task, units, bar)
         try:
-            futures.update({pool.submit(task, i): i for i in todo})
-            results = {}
-            for f in cf.as_completed(futures):
-                results[futures[f]] = f.result()
-                if bar is not None:
-                    bar.update(1)
+            feeder.start(spawned)
+            with _threads(threads):
+                while feeder.failure is None and (i := units.back()) is not None:  # this process, from the back
+                    results[i] = task(i)
+                    if bar is not None:
+                        bar.update(1)
+            feeder.join()
+            if feeder.failure is not None:
+                raise feeder.failure
+            results.update(feeder.results)
             return results
         except cf.process.BrokenProcessPool:
             raise WorkerDied("a worker process died (killed, or out of memory): the units it finished are kept; "
                              "rerun the same command to finish the others") from None
         except BaseException:
-            for f in futures:
-                f.cancel()
+            feeder.stopping = True
             _stop(pool)
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+            feeder.join()
+
+
+class _Units:
+    """The units not started yet: the spawned workers take from the front, this process from the back."""
+
+    def __init__(self, todo: list):
+        import collections
+        import threading
+
+        self._left = collections.deque(todo)
+        self._lock = threading.Lock()
+
+    def front(self):
+        with self._lock:
+            return self._left.popleft() if self._left else None
+
+    def back(self):
+        with self._lock:
+            return self._left.pop() if self._left else None
+
+
+class _Feeder:
+    """A thread that keeps one unit in flight per spawned worker (the pool's own queue would hold
+    units ahead of a worker that this process could be encoding): when one finishes, the next
+    unit from the front is submitted. A worker's error, or its death, is kept in ``failure`` and
+    stops the feeding."""
+
+    def __init__(self, pool, task, units: _Units, bar):
+        import threading
+
+        self.pool, self.task, self.units, self.bar = pool, task, units, bar
+        self.results: dict = {}
+        self.failure: BaseException | None = None
+        self.stopping = False
+        self._index: dict = {}
+        self._thread = threading.Thread(target=self._run, name="fastenc-feeder", daemon=True)
+
+    def start(self, spawned: int) -> None:
+        # each spawned worker's first unit is submitted here, before this process takes any
+        self._in_flight = {f for f in (self._submit() for _ in range(spawned)) if f is not None}
+        self._thread.start()
+
+    def join(self) -> None:
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _submit(self):
+        i = None if self.stopping else self.units.front()
+        if i is None:
+            return None
+        f = self.pool.submit(self.task, i)
+        self._index[f] = i
+        return f
+
+    def _run(self) -> None:
+        import concurrent.futures as cf
+
+        in_flight = self._in_flight
+        while in_flight:
+            done, in_flight = cf.wait(in_flight, return_when=cf.FIRST_COMPLETED)
+            for f in done:
+                if f.cancelled():
+                    continue
+                error = f.exception()
+                if error is not None:
+                    if self.failure is None:
+                        self.failure = error
+                    self.stopping = True
+                    continue
+                self.results[self._index[f]] = f.result()
+                if self.bar is not None:
+                    self.bar.update(1)
+                try:
+                    nxt = self._submit()
+                except RuntimeError:  # the pool was shut down (this process stopped the phase)
+                    nxt = None
+                if nxt is not None:
+                    in_flight.add(nxt)
+
+
+@contextlib.contextmanager
+def _threads(threads: int):
+    """This process's Numba and Arrow threads set to a worker's ``threads`` while it encodes units
+    beside the spawned workers (so that together they never use more threads than cores), then
+    restored."""
+    import numba
+    import pyarrow
+
+    old_numba, old_arrow = numba.get_num_threads(), pyarrow.cpu_count()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    pyarrow.set_cpu_count(threads)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(old_numba)
+        pyarrow.set_cpu_count(old_arrow)
 
 
 def _stop(pool) -> None:

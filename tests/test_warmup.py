@@ -178,7 +178,7 @@ def test_narrow_runs_never_compile_the_wide_loop():
     cold start (issue 13). The wide batch kernel does reach it, and the public kernels reach both."""
     from fastenc.kernels import encode, runs, url_pack
 
-    wide = "fastenc.kernels.encode_wide.encode_text_wide"
+    wide = "fastenc.kernels.encode_wide.wide_loop"
     others = {wide, "fastenc.kernels.pretok_cl100k.cl100k_piece_end", "fastenc.kernels.pretok_o200k.o200k_piece_end"}
     for kernel in (runs.encode_docs, url_pack.pack_url_run, encode.encode_narrow):
         assert not others & _reachable(kernel), kernel

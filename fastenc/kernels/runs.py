@@ -10,7 +10,7 @@ from __future__ import annotations
 from numba import njit
 
 from fastenc.kernels.encode import encode_narrow, new_scratch
-from fastenc.kernels.encode_wide import encode_text_wide
+from fastenc.kernels.encode_wide import wide_loop
 
 
 @njit(cache=True, nogil=True)
@@ -32,9 +32,11 @@ def encode_docs(data, offsets, first, last, vocab, classes, caches, out, at, cou
 @njit(cache=True, nogil=True)
 def encode_docs_wide(data, offsets, first, last, vocab, classes, caches, out, at, counts):
     """``encode_docs`` for a vocabulary that ``encode.takes_wide_loop`` sends to the wide loop
-    (cl100k_base, o200k_base, their patterns): the same contract, ``encode_text_wide`` per document."""
+    (cl100k_base, o200k_base, their patterns): the same contract, ``encode_text_wide``'s loop per
+    document (called directly: the batch entry points already pass read-only data and int64
+    offsets, which is all that ``encode_text_wide`` adds)."""
     for doc in range(first, last):
-        end = encode_text_wide(data, offsets[doc], offsets[doc + 1], vocab, classes, caches, out, at)
+        end = wide_loop(data, offsets[doc], offsets[doc + 1], vocab, classes, caches, out, at)
         counts[doc] = end - at
         at = end
     return at

@@ -254,8 +254,7 @@ def _map_on_pool(task, todo: list, workers: int, threads: int, bar) -> dict:
             with _threads(threads):
                 while feeder.failure is None and (i := units.back()) is not None:  # this process, from the back
                     results[i] = task(i)
-                    if bar is not None:
-                        bar.update(1)
+                    feeder.advance()
             feeder.join()
             if feeder.failure is not None:
                 raise feeder.failure
@@ -306,7 +305,14 @@ class _Feeder:
         self.failure: BaseException | None = None
         self.stopping = False
         self._index: dict = {}
+        self._bar_lock = threading.Lock()  # both threads advance the bar: no update may be lost
         self._thread = threading.Thread(target=self._run, name="fastenc-feeder", daemon=True)
+
+    def advance(self) -> None:
+        """One more unit finished (by either thread)."""
+        if self.bar is not None:
+            with self._bar_lock:
+                self.bar.update(1)
 
     def start(self, spawned: int) -> None:
         # each spawned worker's first unit is submitted here, before this process takes any
@@ -341,8 +347,7 @@ class _Feeder:
                     self.stopping = True
                     continue
                 self.results[self._index[f]] = f.result()
-                if self.bar is not None:
-                    self.bar.update(1)
+                self.advance()
                 try:
                     nxt = self._submit()
                 except RuntimeError:  # the pool was shut down (this process stopped the phase)

@@ -75,6 +75,10 @@ class Encoder:
         self.info = info
         self.name = name or info.path
         self.classes = class_table_for(info.pretokenizer)  # the code-point classes its pre-tokenizer reads
+        # What fastenc's own narrow loops get instead: None for the URL pre-tokenizer, whose loop
+        # then compiles without GPT-2's pre-tokenizer (kernels.encode.encode_narrow).
+        narrow_url = info.pretokenizer == "url" and not takes_wide_loop(vocab.config)
+        self.kernel_classes = None if narrow_url else self.classes
         self._caches = None  # per-task piece caches, kept between calls (they only memoize)
         self._outputs = OutputPool()  # id buffers that earlier results have let go of
 
@@ -131,7 +135,7 @@ class Encoder:
         buf = _read_only(np.frombuffer(data, dtype=np.uint8))
         out = np.empty(len(buf), dtype=self.dtype)
         offsets = np.array([0, len(buf)], dtype=np.int64)
-        n = self._encode_docs(buf, offsets, 0, 1, self.vocab, self.classes, self.thread_caches(0), out, 0,
+        n = self._encode_docs(buf, offsets, 0, 1, self.vocab, self.kernel_classes, self.thread_caches(0), out, 0,
                               np.zeros(1, dtype=np.int64))
         return out[:n].copy()
 
@@ -184,7 +188,7 @@ class Encoder:
             if first < last:
                 own = one_task(caches, t)
                 at = int(offsets[first]) - base
-                self._encode_docs(data, offsets, first, last, self.vocab, self.classes, own, ids, at, counts)
+                self._encode_docs(data, offsets, first, last, self.vocab, self.kernel_classes, own, ids, at, counts)
 
         run_tasks(task, n_tasks)
         return compact_runs(ids, offsets, counts, n_tasks)

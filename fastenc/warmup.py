@@ -61,7 +61,7 @@ def _probe_kernels(family: str) -> list:
         from fastenc.kernels.decode import decode_into
         from fastenc.kernels.runs import encode_docs
 
-        return [encode_docs, decode_into]
+        return [_WithClassTable(encode_docs), decode_into]
     if family == "wide":
         from fastenc.kernels.runs import encode_docs_wide
 
@@ -77,7 +77,7 @@ def _probe_kernels(family: str) -> list:
         from fastenc.kernels.decode import decode_into
         from fastenc.kernels.runs import encode_docs
 
-        return [encode_docs, decode_into]
+        return [_WithClassTable(encode_docs), decode_into]
     if family == "bytes":
         from fastenc.kernels.bytes_pack import count_high_bytes, pack_documents
 
@@ -85,16 +85,34 @@ def _probe_kernels(family: str) -> list:
     raise ValueError(f"unknown kernel family {family!r}")
 
 
-def _cached_for_this_cpu(dispatcher) -> bool | None:
-    """Whether Numba's cache index of ``dispatcher`` has an entry for this CPU and this source;
-    None when that cannot be told (Numba internals changed, caching off)."""
+class _WithClassTable:
+    """A probe for ``runs.encode_docs`` with a class table (GPT-2's loop), not ``classes=None``
+    (the URL vocabulary's specialisation, which a URL run caches first: ``Encoder.kernel_classes``)."""
+
+    CLASSES = 5  # encode_docs(data, offsets, first, last, vocab, classes, ...)
+
+    def __init__(self, dispatcher):
+        self.dispatcher = dispatcher
+
+    def wants(self, signature) -> bool:
+        from numba.core import types
+
+        return not isinstance(signature[self.CLASSES], (types.NoneType, types.Omitted))
+
+
+def _cached_for_this_cpu(kernel) -> bool | None:
+    """Whether Numba's cache index of ``kernel`` (a dispatcher, or a ``_WithClassTable`` probe) has
+    an entry for this CPU and this source; None when that cannot be told (Numba internals changed,
+    caching off)."""
+    dispatcher = getattr(kernel, "dispatcher", kernel)
+    wants = getattr(kernel, "wants", lambda signature: True)
     try:
         cache = dispatcher._cache
         if not getattr(cache, "_enabled", False) or not hasattr(cache, "_cache_file"):
             return None
         magic = dispatcher.targetctx.codegen().magic_tuple()
         index = cache._cache_file._load_index()  # {} when missing or made from other source
-        return any(key[1] == magic for key in index)
+        return any(key[1] == magic and wants(key[0]) for key in index)
     except Exception:  # noqa: BLE001 - a best-effort look at internals
         return None
 
@@ -114,6 +132,8 @@ def families_for(command: str, args) -> tuple:
     """The families a CLI command needs (none for commands without kernels)."""
     if command == "encode" and getattr(args, "tokenizer", None) in WIDE_BUILTINS:
         return ("wide",)  # (a tokenizer given by path is not opened here: a wide one compiles unannounced)
+    if command == "encode" and getattr(args, "tokenizer", None) == "urls":
+        return ("urls",)  # the URL vocabulary's loop (its own specialisation) is in the urls family
     if command in COMMAND_FAMILIES:
         return COMMAND_FAMILIES[command]
     if command == "verify":
@@ -156,13 +176,13 @@ def _write_parquet(path: Path, column: str, values: list[str]) -> Path:
 
 
 def warm_encoder(work: Path) -> None:
-    """``fastenc encode`` and ``Encoder.encode``/``decode`` (``encode_batch``: the gpt2 family)."""
+    """``fastenc encode`` and ``Encoder.encode``/``decode`` (``encode_batch``: the gpt2 family), for
+    GPT-2's vocabulary. (A URL encoder's loop is a specialisation of its own, ``Encoder.kernel_classes``:
+    the urls family compiles it.)"""
     import fastenc
 
-    for name in ("gpt2", "urls"):
-        enc = fastenc.load(name)
-        ids = enc.encode_bytes("Hello, world! Grüße 123".encode())
-        enc.decode_bytes(ids)
+    enc = fastenc.load("gpt2")
+    enc.decode_bytes(enc.encode_bytes("Hello, world! Grüße 123".encode()))
 
 
 def warm_wide(work: Path) -> None:
@@ -194,7 +214,12 @@ def warm_url_encoder(work: Path) -> None:
 
 
 def warm_urls(work: Path) -> None:
+    """The URL recipe and its verify, and ``fastenc.load("urls")``'s own ``encode``/``decode``."""
+    import fastenc
     from fastenc.recipes.urls import encode_shard, verify_output
+
+    enc = fastenc.load("urls")
+    enc.decode_bytes(enc.encode_bytes(b"https://com.example.www/a"))
 
     src = _write_parquet(work / "part-00000.parquet", "url", _URLS)
     encode_shard(src, work / "urls-out", num_shards=1, quiet=True)
@@ -277,8 +302,9 @@ def part_bpe(work: Path) -> None:
     segment_end(data, np.int64(0), np.int64(15), v.joinable)
 
 
-def part_pieces(work: Path) -> None:
-    """The other side of the encoder: both pre-tokenizers and the piece caches."""
+def part_pieces(work: Path, gpt2: bool = True) -> None:
+    """The other side of the encoder: the pre-tokenizers and the piece caches (GPT-2's
+    pre-tokenizer only with ``gpt2``: a URL-only run's loop does not contain it)."""
     import numpy as np
 
     import fastenc
@@ -289,7 +315,8 @@ def part_pieces(work: Path) -> None:
     enc = fastenc.load("gpt2")
     data = np.frombuffer(b"hello worldwide, again", np.uint8)
     out = np.zeros(32, np.uint16)
-    gpt2_piece_end(data, np.int64(0), np.int64(len(data)), enc.classes)
+    if gpt2:
+        gpt2_piece_end(data, np.int64(0), np.int64(len(data)), enc.classes)
     url_piece_end(data, np.int64(0), np.int64(len(data)))
     c = enc.thread_caches(0)
     zero, two, five = np.int64(0), np.int64(2), np.int64(5)
@@ -304,6 +331,7 @@ def part_pieces(work: Path) -> None:
 
 PARTS = {"url-side": part_url_side, "bpe": part_bpe, "pieces": part_pieces}
 ENCODER_FAMILIES = ("encoder", "urls", "gpt2", "wide")
+GPT2_LOOP_FAMILIES = ("encoder", "gpt2", "wide")  # the ones whose loops contain GPT-2's pre-tokenizer
 
 
 def _part_ready(part: str) -> bool:
@@ -398,7 +426,7 @@ def compile_families(families, *, quiet: bool = False, jobs: int | None = None, 
             work = Path(tmp)
             if helper is not None and encoder:
                 stage("pre-tokenizers")
-                part_pieces(work)
+                part_pieces(work, gpt2=any(f in GPT2_LOOP_FAMILIES for f in families))
                 _wait_until(lambda: _part_ready("bpe"), helper)
                 bar.update(1)
             for family in families:

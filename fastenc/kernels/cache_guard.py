@@ -3,7 +3,7 @@
 Why: Numba keys a function's cached machine code on the content of that function's own source
 file only; its docs say so (cache invalidation does not follow changes in other files). Our
 kernels call and inline code from other files: ``runs.encode_docs`` calls
-``encode.encode_narrow``, which inlines ``piece_cache.tiny_cache_lookup`` (``inline="always"``)
+``encode.encode_narrow``, which inlines ``piece_cache.tiny_cache_lookup`` (``forceinline``)
 and calls the merges in ``bpe.py``. After an edit or a ``git pull`` that changes
 ``piece_cache.py`` but not ``runs.py``, ``encode_docs`` would keep loading its cached code and
 silently run the old ``piece_cache``: wrong ids if, say, a table layout changed.

@@ -74,7 +74,7 @@ _BYTE = np.uint64(0xFF)
 _HEAD3_HIGH = np.uint64(0x808080)  # the high bits of a word's first three bytes
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def prefetch_slot(tiny, short, data, start, n):
     """Start loading the home slot of the piece ``data[start:start + n]`` (1..15 bytes: the tiny
     cache's for up to 8, the short cache's (``SHORT_WORDS`` layout) beyond; ``piece_slot``, no
@@ -178,6 +178,8 @@ def encode_with(data, start, end, vocab, classes, caches, scratch, out, out_pos)
     user's own ``@njit`` code never compiles them again for its types (~1-2 min on 2 cores)."""
     text = as_readonly(data)
     s, e, at = np.int64(start), np.int64(end), np.int64(out_pos)
+    if classes is None:  # the URL pre-tokenizer's own specialisation (encode_narrow)
+        return encode_narrow(text, s, e, vocab, classes, caches, scratch, out, at)
     if takes_wide_loop(vocab.config):  # cl100k_base, o200k_base and their patterns
         return encode_text_wide(text, s, e, vocab, classes, caches, out, at)
     return encode_narrow(text, s, e, vocab, classes, caches, scratch, out, at)
@@ -194,7 +196,14 @@ def encode_narrow(data, start, end, vocab, classes, caches, scratch, out, out_po
     ``scratch.work`` holds, it stops before that part, and the run resumes there with a work
     array of the size it asked for. (It also stops before a piece whose memo entry failed its
     check, to resume by cutting that piece into parts.)
+
+    ``classes=None`` (``Encoder.kernel_classes`` of a URL vocabulary) compiles a loop of its own
+    with the URL pre-tokenizer only: Numba drops the ``classes is not None`` blocks from it, so a
+    URL run does not compile the GPT-2 pre-tokenizer (encode_run 8.6 -> 3.0 s of a cold quick start,
+    bench/RESULTS.md "Session 10"). Any class table works for a URL vocabulary too.
     """
+    if classes is None and (vocab.config[cfg.PRETOKENIZER] != cfg.PRETOK_URL or vocab.config[cfg.VOCAB_SIZE] > NARROW_VOCAB):
+        raise ValueError("encode_narrow: classes=None is for a URL vocabulary of at most 65,536 ids; pass Encoder.classes")
     state = scratch.state
     work = scratch.work
     pos = start
@@ -249,36 +258,39 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
         # cache slot its lookup reads first, prefetched now (0: none) ---
         n_found = 0
         while found < end and n_found < _BLOCK:
-            if (gpt2 and found >= cut_end and found + WINDOW <= end and found + WINDOW + 16 <= size
-                    and (load_word(data, found) & _HEAD3_HIGH) == 0):
-                # 64 ASCII bytes at a time (pretok_gpt2.gpt2_window_starts): the pieces up to
-                # the first one too long for the short cache, which the path below takes. (The
-                # prefetch reads a piece's key as two 8-byte words: up to 3 bytes past the window.)
-                # Not tried when one of the first three bytes is >= 0x80: then the window decides
-                # no piece (in non-Latin text, at almost every piece).
-                starts = gpt2_window_starts(data, found) if ASCII_MASKS else np.uint64(0)
-                piece_start = found
-                while starts != 0 and n_found < _BLOCK:
-                    piece_end = found + trailing_zeros(starts)
-                    n = piece_end - piece_start
-                    if n > short_bytes:
-                        break
-                    starts &= starts - np.uint64(1)
-                    slot = np.uint64(_RING * n_found)  # unsigned indices: no wraparound code (see _U1)
-                    ring[slot] = piece_end
-                    ring[slot + _U1] = -1
-                    ring[slot + _U2] = cut_end
-                    ring[slot + _U3] = np.int64(prefetch_slot(tiny, short, data, piece_start, n))
-                    n_found += 1
-                    piece_start = piece_end
-                if piece_start > found:
-                    found = piece_start
-                    continue
+            if classes is not None:  # (None: the URL pre-tokenizer's specialisation, which lacks this block)
+                if (gpt2 and found >= cut_end and found + WINDOW <= end and found + WINDOW + 16 <= size
+                        and (load_word(data, found) & _HEAD3_HIGH) == 0):
+                    # 64 ASCII bytes at a time (pretok_gpt2.gpt2_window_starts): the pieces up to
+                    # the first one too long for the short cache, which the path below takes. (The
+                    # prefetch reads a piece's key as two 8-byte words: up to 3 bytes past the window.)
+                    # Not tried when one of the first three bytes is >= 0x80: then the window decides
+                    # no piece (in non-Latin text, at almost every piece).
+                    starts = gpt2_window_starts(data, found) if ASCII_MASKS else np.uint64(0)
+                    piece_start = found
+                    while starts != 0 and n_found < _BLOCK:
+                        piece_end = found + trailing_zeros(starts)
+                        n = piece_end - piece_start
+                        if n > short_bytes:
+                            break
+                        starts &= starts - np.uint64(1)
+                        slot = np.uint64(_RING * n_found)  # unsigned indices: no wraparound code (see _U1)
+                        ring[slot] = piece_end
+                        ring[slot + _U1] = -1
+                        ring[slot + _U2] = cut_end
+                        ring[slot + _U3] = np.int64(prefetch_slot(tiny, short, data, piece_start, n))
+                        n_found += 1
+                        piece_start = piece_end
+                    if piece_start > found:
+                        found = piece_start
+                        continue
             whole = -1
             if found < cut_end:
                 piece_end = segment_end(data, found, cut_end, joinable)
             else:
-                if gpt2:
+                if classes is None:
+                    piece_end = url_piece_end(data, found, end)
+                elif gpt2:
                     piece_end = gpt2_piece_end(data, found, end, classes)
                 else:  # the URL pre-tokenizer: takes_wide_loop sends every other one to the wide loop
                     piece_end = url_piece_end(data, found, end)

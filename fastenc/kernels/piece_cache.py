@@ -62,18 +62,18 @@ _COUNT_SHIFT = np.uint64(48)  # the id count's place in the last id word
 _LEN_SHIFT = np.uint64(56)  # the piece length's place in the last key word
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _home(h, mask):
     return np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def tiny_home(k0, n, mask):
     """Home slot of a tiny-cache key: the piece's bytes ``k0`` (zero padded) and its length."""
     return _home(((k0 * _MUL) ^ np.uint64(n)) * _MUL, mask)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def short_home(k0, k1, mask):
     """Home slot of a short-cache key (``k1`` holds the length in its top byte); equal to
     ``cache_lookup``'s hash with ``k2 = k3 = 0``."""
@@ -86,7 +86,7 @@ _U128 = np.uint64(128)
 _SHIFT_BITS = np.uint64(63)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def piece_key(data, start, n):
     """``(k0, second, is_short)`` of a piece of 1..15 bytes ``data[start:start + n]``: ``k0`` the
     key's first word (its first bytes, zero padded), ``second`` what its home slot's second word
@@ -102,7 +102,7 @@ def piece_key(data, start, n):
     return k0, k1 | (nn << _LEN_SHIFT), is_short
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def piece_slot(tiny, short, data, start, n):
     """The address of the home slot of a piece of 1..15 bytes ``data[start:start + n]``: the tiny
     cache's for 1..8 bytes, else the short cache's (a ``SHORT_WORDS`` one), picked by a register
@@ -116,7 +116,7 @@ def piece_slot(tiny, short, data, start, n):
     return short_at if is_short else tiny_at
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def second_mask(is_short):
     """The bits of a slot's second word that ``piece_slot``'s ``second`` must match: all of them in a
     short slot (key word and length), the length byte in a tiny one (the rest are its ids)."""
@@ -227,7 +227,7 @@ def cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     return result
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def short_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     """``cache_lookup`` for a ``SHORT_WORDS`` cache (2 key words, 2 id words), specialised:
     the layout is fixed at compile time, so the key is two masked 8-byte loads, the hit on the
@@ -293,7 +293,7 @@ def new_tiny_cache(slots: int = DEFAULT_TINY_SLOTS) -> np.ndarray:
     return np.zeros((slots, TINY_WORDS), dtype=np.uint64)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def tiny_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     """The ids of a piece of 2..8 bytes from a tiny cache, as ``cache_lookup`` (same contract;
     up to 3 places past ``out_pos`` may be written, never past ``out_limit``).

@@ -55,7 +55,7 @@ def wide_max_piece_ids(cache):
     return 3 * (cache.shape[1] // 2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _pack3(ids, at, count):
     """Ids ``at .. at + 2`` of ``ids`` as an id word; places at or past ``count`` are 0."""
     word = np.uint64(0)
@@ -261,7 +261,7 @@ _MEMO_ID_MASK = np.uint64(WIDE_MEMO_MAX_ID)
 _U3 = np.uint64(3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _memo_id(memo, arena, k):
     """Id ``k`` of a wide memo's arena (which starts at word ``arena``)."""
     return (memo[arena + k // _U3] >> (np.uint64(WIDE_MEMO_ID_BITS) * (k % _U3))) & _MEMO_ID_MASK

@@ -97,19 +97,19 @@ def init_piece_memo(memo: np.ndarray, slots: int = DEFAULT_MEMO_SLOTS,
     memo[_FILTER] = filter_words
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _filter_bit(memo, h):
     # (the bit index uses the hash's bits 20..39: the table slot uses the low ones, the tag the top)
     bit = (h >> np.uint64(20)) & (np.uint64(64) * memo[_FILTER] - np.uint64(1))
     return np.uint64(_HEADER) + (bit >> np.uint64(6)), np.uint64(1) << (bit & np.uint64(63))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _table(memo):
     return np.uint64(_HEADER) + memo[_FILTER]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _piece_hash(data, start, end):
     # 8 bytes at a time; the last word overlaps the one before (a piece has >= 16 bytes), so no
     # byte past the piece is read and no tail loop is needed.
@@ -123,13 +123,13 @@ def _piece_hash(data, start, end):
     return h ^ (h >> np.uint64(32))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def memo_hash(data, start, end):
     """The memo's 64-bit hash of ``data[start:end]`` (16..4,096 bytes)."""
     return _piece_hash(data, start, end)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def memo_prefetch(memo, h):
     """Start loading what ``memo_find(memo, h)`` will read: the filter word and the home slot."""
     word, _ = _filter_bit(memo, h)
@@ -159,7 +159,7 @@ def memo_find(memo, h):
     return found
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def token_differs(token_bytes, token_offsets, tid, data, p, end):
     """``(differ, length)``: ``differ`` non-zero unless token ``tid``'s bytes are ``data[p:p + length]``
     within ``end``, ``length`` its byte count. The check of a memo hit (here and in the wide loop's

@@ -190,7 +190,7 @@ _THREE = np.uint64(3)
 _ZERO = np.uint64(0)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def window_digit_starts(digit):
     """The piece starts among a window's digits (``\\p{N}{1,3}``, cl100k and o200k alike): each
     run's first digit, then every third one from it. Scalars only (inlined, no refcounting)."""
@@ -203,7 +203,7 @@ def window_digit_starts(digit):
     return starts
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def window_contraction(b1, b2):
     """Length in bytes (2 or 3) of the contraction that an apostrophe followed by bytes ``b1 b2``
     begins, case-insensitively (``s d m t``, ``ll ve re``: the set of cl100k and o200k), else 0.
@@ -219,7 +219,7 @@ def window_contraction(b1, b2):
     return n
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def window_space_starts(space, crlf, absorbed, high, decided):
     """The piece starts among a window's whitespace bytes (cl100k's and o200k's rules agree for
     a run that ends inside the window), and ``decided`` cut where one is not known.

@@ -26,8 +26,11 @@ Performance notes (they shape the code):
   pruner removes the pair only when there is a single decref site that post-dominates the entry.
   With several ``return`` statements, or a call to any other function, two atomic
   increments and two decrements stay in every call (~20 ns per piece, a 2-3x slowdown). So
-  ``gpt2_piece_end`` has one ``return``, calls nothing (the UTF-8 decoder is inlined at the Numba
-  level, it takes scalars only) and touches both arrays in its last block.
+  ``gpt2_piece_end`` has one ``return``, calls nothing but the UTF-8 decoder (scalars only,
+  inlined by LLVM) and touches both arrays in its last block.
+- The small kernels here are inlined into their callers by LLVM (``forceinline=True``), not at
+  the Numba level (``inline="always"``), which typed and lowered each body again at every call
+  site: the encode loop's cold compile took 8.6 s instead of 1.2 (bench/RESULTS.md, "Session 10").
 - ``pos`` is proven non-negative before any read, so LLVM drops the negative-index wraparound code.
 - Runs of ASCII letters, the bulk of most text, are skipped 8 bytes at a time (SWAR) and the run
   length is found with a multiply, so a typical word costs no mispredicted loop exit.
@@ -39,6 +42,7 @@ from numba import njit
 
 from numba.cpython.unsafe.numbers import trailing_zeros
 
+from fastenc.kernels.jit import HELPER
 from fastenc.kernels.loads import ascii_masks64, load_word
 
 _SPACE = 3  # whitespace class in the table
@@ -52,11 +56,11 @@ _GT_Z = np.uint64(0x0505050505050505)  # y + this has bit 7 set iff y > 'z'
 _BYTE_INDEX = np.uint64(0x0001020304050607)  # (1 << 8k) * this >> 56 == k
 
 
-@njit(cache=True, inline="always")
+@njit(forceinline=True, **HELPER)
 def _utf8_seq(b, b1, b2, b3):
     """(code point << 3) | length of the sequence that starts with byte b >= 0x80, followed by
     b1, b2, b3 (0 where past the end). An invalid or cut-off lead byte stands alone as U+DC00 + b.
-    Scalars only: inlined at the Numba level, so it adds no call and no refcount operation."""
+    Scalars only: inlined by LLVM, so it adds no call and no refcount operation."""
     if b >= 0xC2:
         if b < 0xE0:
             if (b1 & 0xC0) == 0x80:
@@ -74,7 +78,7 @@ def _utf8_seq(b, b1, b2, b3):
     return ((0xDC00 + b) << 3) | 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def gpt2_piece_end(data, pos, end, classes):
     """Exclusive byte end of the GPT-2 piece that starts at byte ``pos`` of UTF-8 ``data``.
 
@@ -183,7 +187,7 @@ _ONE = np.uint64(1)
 _THREE = np.uint64(3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def window_decided(high):
     """The bits a 64-byte window decides (1..60), given its mask of bytes >= 0x80 (``high``): bit k
     reads the classes of bytes k-1..k+1 (k+2 for some rules), so with a byte >= 0x80 at h the bits
@@ -195,7 +199,7 @@ def window_decided(high):
     return decided
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def gpt2_window_starts(data, pos):
     """The GPT-2 pieces that start in ``data[pos + 1:pos + 61]``, as a bitmask (bit k: a piece
     starts at ``pos + k``), decided from the 64 bytes ``data[pos:pos + 64]`` at once: bits up to

@@ -49,7 +49,7 @@ _DELIM_LO = np.uint64(0xAC00FFFA00000000)  # codes 0..63
 _DELIM_HI = np.uint64(0x78000001F8000001)  # codes 64..127
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def is_url_delim(b):
     """True when byte value ``b`` is in the card's delimiter set (``%`` included)."""
     if b < 64:
@@ -59,12 +59,12 @@ def is_url_delim(b):
     return False
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _is_hex(b):
     return (48 <= b <= 57) or (65 <= b <= 70) or (97 <= b <= 102)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _http_len(data, pos, end):
     """7 for ``http://``, 8 for ``https://`` at pos, else 0 (data[pos] is already known to be 'h')."""
     if pos + 7 > end or data[pos + 1] != 116 or data[pos + 2] != 116 or data[pos + 3] != 112:  # "ttp"
@@ -79,7 +79,7 @@ def _http_len(data, pos, end):
     return 0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def url_piece_end(data, pos, end):
     """Exclusive end of the pre-split piece that starts at ``pos`` (requires pos < end)."""
     b = data[pos]

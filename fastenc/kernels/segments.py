@@ -78,7 +78,7 @@ def build_joinable(vocab, include, differs):
     return joinable
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def segment_end(data, start, end, joinable):
     """End of the part of ``data[start:end]`` that begins at ``start``: the first boundary
     no merge can cross, or ``end``. One return, arrays used at the exit (no refcounting)."""

@@ -30,17 +30,17 @@ _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _pair_key(left, right):
     return (np.uint64(left) << np.uint64(ID_BITS)) | np.uint64(right)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _mix_slot(key, mask):
     return np.int64(((key * _GOLDEN) >> np.uint64(32)) & np.uint64(mask))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def pair_rank(pair_table, left, right):
     """Rank of merging ``left``+``right``, or ``NO_RANK`` (-1) if the pair never merges."""
     key = _pair_key(left, right)
@@ -74,7 +74,7 @@ def build_pair_table(lefts, rights, ranks, capacity):
     return table
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _hash_bytes(data, start, end):
     h = _FNV_OFFSET
     for i in range(start, end):

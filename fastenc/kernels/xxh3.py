@@ -90,7 +90,7 @@ def _r32(a, i):
     )
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, forceinline=True)
 def mul128(a, b):
     """``(upper, lower)`` 64-bit halves of the 128-bit product of two uint64, from 32-bit halves.
 

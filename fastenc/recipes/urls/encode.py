@@ -79,7 +79,7 @@ def encode_url_chunk(enc, data: np.ndarray, offsets: np.ndarray, order: np.ndarr
 
     def encode_run(t):
         own = one_task(caches, t)
-        pack_url_run(data, offsets, order, canon_offsets, 0, enc.vocab, enc.classes, own, canon, canon_read, scratch, counts,
+        pack_url_run(data, offsets, order, canon_offsets, 0, enc.vocab, enc.kernel_classes, own, canon, canon_read, scratch, counts,
                      flags, int(bounds[t]), int(bounds[t + 1]))
 
     run_tasks(encode_run, n_tasks)

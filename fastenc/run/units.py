@@ -8,8 +8,10 @@ A run over many input files is split in two phases (docs/scale.md):
   result, and the size and xxh3 of each of its files) is written last, then the folder is renamed
   to ``unit-NNNNN``. A unit is finished when its manifest is there **and every file it lists has
   that size and hash** (re-read): a marker alone never counts.
-- **reduce**: one process streams the spills in input order into the final parts (I/O only) and
-  publishes ``OUT`` in one step (``fastenc.run.lifecycle``); the work folder is deleted after.
+- **reduce**: one process streams the spills in input order into the final parts (I/O only), on
+  a thread that follows the map (``InOrder``: each unit as soon as it and every unit before it
+  are finished), and publishes ``OUT`` in one step (``fastenc.run.lifecycle``); the work folder
+  is deleted after.
 
 The work folder holds ``request.json``: a rerun with the same request resumes (finished units
 are kept, the others redone); a rerun with another request is refused with a line naming what

@@ -10,10 +10,12 @@
   ``--shards``-shard corpus, which ``fastenc urls --num-shards`` checks.
 - GPT-2: the docs corpus (``--doc-copies`` times over) cut into 8 files, recipe defaults.
 
-For each recipe and worker count: wall seconds of the whole run (warm kernel cache, the
-command's own spawn and start-up included), CPU seconds (this process and its workers: on a
+For each recipe and worker count, each run in a fresh process of its own (as a command is: a
+process that has run other work has thread pools that rule out forking its workers,
+``fastenc.run.forking``): wall seconds of the whole run (warm kernel cache, the
+workers' start-up included, the process's own imports not), CPU seconds (this process and its workers: on a
 shared machine the wall time follows the load, the CPU time much less), the map phase, and the rest (the reduce and the
-publication; for urls, each shard publishes itself: no reduce). Every run's output is compared
+publication, from the end of the map to the end of the run; for urls, each shard publishes itself: no reduce). Every run's output is compared
 byte for byte with the 1-worker run. Prints one table (paste it into bench/RESULTS.md).
 """
 from __future__ import annotations
@@ -77,7 +79,7 @@ def digest(root: Path) -> str:
     return h.hexdigest()
 
 
-def timed_run(recipe: str, paths, out: Path, workers: int, shards: int, threads: int | None) -> dict:
+def timed_run(recipe: str, paths, out: Path, workers: int, shards: int, threads: int | None, with_digest: bool = True) -> dict:
     """One run; returns wall seconds of the whole and of its map phase."""
     from fastenc.recipes.bytes import encode_bytes  # noqa: F401
     from fastenc.recipes.gpt2 import encode_gpt2
@@ -93,7 +95,8 @@ def timed_run(recipe: str, paths, out: Path, workers: int, shards: int, threads:
         try:
             return real(*args, **kwargs)
         finally:
-            phases["map"] += time.perf_counter() - t
+            phases["map_end"] = time.perf_counter()
+            phases["map"] += phases["map_end"] - t
 
     units.map_units = timed_map
     import fastenc.recipes.urls as urls_mod
@@ -112,8 +115,38 @@ def timed_run(recipe: str, paths, out: Path, workers: int, shards: int, threads:
             encode_gpt2(paths, out, workers=workers, threads=threads, quiet=True)
     finally:
         units.map_units = urls_mod.map_units = real
-    total, cpu = time.perf_counter() - t0, _cpu() - cpu0
-    return {"total": total, "cpu": cpu, "map": phases["map"], "rest": total - phases["map"], "digest": digest(out)}
+    end, cpu = time.perf_counter(), _cpu() - cpu0
+    total = end - t0
+    # reduce+publish: from the end of the map to the end of the run (what a streamed reduce left
+    # for after the map, the parts' checks, the publication, the spills' deletion); the set-up
+    # before the map (reading footers, loading the vocabulary) is not part of it
+    rest = end - phases["map_end"] if "map_end" in phases else total - phases["map"]
+    r = {"total": total, "cpu": cpu, "map": phases["map"], "rest": rest}
+    if with_digest:
+        r["digest"] = digest(out)
+    return r
+
+
+def run_in_child(recipe: str, paths, out: Path, workers: int, shards: int, threads: int | None) -> dict:
+    """``timed_run`` in a fresh process (``--child``); its digest is taken here."""
+    import json
+    import subprocess
+
+    spec = json.dumps({"recipe": recipe, "paths": [str(p) for p in paths], "out": str(out), "workers": workers,
+                       "shards": shards, "threads": threads})
+    proc = subprocess.run([sys.executable, __file__, "--child", spec], capture_output=True, text=True, check=True)
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    r["digest"] = digest(out)
+    return r
+
+
+def _child(spec: str) -> None:
+    import json
+
+    a = json.loads(spec)
+    r = timed_run(a["recipe"], [Path(p) for p in a["paths"]], Path(a["out"]), a["workers"], a["shards"], a["threads"],
+                  with_digest=False)
+    print(json.dumps(r))
 
 
 def _cpu() -> float:
@@ -134,7 +167,11 @@ def main() -> None:
     p.add_argument("--workers", type=int, nargs="+", default=[2], help="worker counts to run besides one process")
     p.add_argument("--work", type=Path, default=Path("/tmp/fastenc-bench-scale"))
     p.add_argument("--only", choices=["urls", "gpt2"], default=None)
+    p.add_argument("--in-process", action="store_true", help="every run in this process, one after another")
+    p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.child:
+        return _child(args.child)
     require([args.urls, args.docs], "--urls/--docs")
     from fastenc.warmup import cold_families, compile_families
 
@@ -155,7 +192,8 @@ def main() -> None:
         rows = int(np.mean([pq.ParquetFile(x).metadata.num_rows for x in paths]))
         base = None
         for w, t in plans:
-            r = timed_run(recipe, paths, args.work / f"out-{recipe}-{w}x{t}", w, args.shards, t)
+            run = timed_run if args.in_process else run_in_child
+            r = run(recipe, paths, args.work / f"out-{recipe}-{w}x{t}", w, args.shards, t)
             base = base or r
             print(f"{recipe} | {len(paths)} | {rows:,} | {w} x {t} | {r['total']:.1f} | {r['cpu']:.1f} | {r['map']:.1f} | {r['rest']:.1f} | "
                   f"{r['rest'] / r['total']:.1%} | {base['total'] / r['total']:.2f}x | {r['digest'] == base['digest']}", flush=True)

@@ -13,6 +13,15 @@ from tqdm import tqdm
 __all__ = ["progress", "summary_line", "format_bytes", "format_rate"]
 
 
+class _Bar(tqdm):
+    """tqdm without its monitor thread (started by the first bar, even a disabled one, and kept
+    for the process's life): fastenc's bars do not need it, and a process with a thread of its
+    own cannot fork its ``--workers`` safely (``fastenc.run.forking``). A subclass, so that the
+    caller's own tqdm bars keep theirs."""
+
+    monitor_interval = 0
+
+
 def progress(total: float | None = None, unit: str = "B", desc: str = "", quiet: bool = False, **kwargs) -> tqdm:
     """A tqdm bar on stderr, or a disabled one (same API, no output) when ``quiet``.
 
@@ -36,7 +45,7 @@ def progress(total: float | None = None, unit: str = "B", desc: str = "", quiet:
     if unit == "B":
         options.update(unit_scale=True, unit_divisor=1000)
     options.update(kwargs)
-    return tqdm(**options)
+    return _Bar(**options)
 
 
 def format_bytes(n: int | float) -> str:

@@ -10,11 +10,23 @@ compiled once. The result never depends on the number of tasks.
 """
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+
+
+def _forget_pool() -> None:
+    """In a forked child (a ``--workers`` process, ``fastenc.run.forking``): the parent's pool
+    threads were not copied, so its pool would queue tasks that never run; start afresh."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _executor(workers: int) -> ThreadPoolExecutor:

@@ -112,14 +112,15 @@ def _cli(args, env=None):
                           env={**os.environ, **(env or {})}, timeout=300)
 
 
+@pytest.mark.parametrize("method", ["auto", "spawn"])  # auto: the CLI's process forks its worker (fastenc.run.forking)
 @pytest.mark.parametrize("name", ["gpt2", "bytes"])
-def test_kill_a_worker_then_rerun_finishes_identical(name, inputs, reference, tmp_path):
+def test_kill_a_worker_then_rerun_finishes_identical(name, method, inputs, reference, tmp_path):
     out = tmp_path / "out"
     extra = {"gpt2": ["--part-tokens", "20000", "--decode-every", "7"], "bytes": ["--shard-bytes", "3000", "--val-every", "5"]}[name]
     args = [name, *map(str, inputs[name]), "-o", str(out), "-q", "--workers", "2", *extra]
     # the spawned worker kills itself (SIGKILL) at its first unit's commit (unit 0: a spawned
     # worker's first unit is always its own); the main process commits units from the back meanwhile
-    failed = _cli(args, env={"FASTENC_FAULT": "rename:1:kill"})
+    failed = _cli(args, env={"FASTENC_FAULT": "rename:1:kill", "FASTENC_START_METHOD": method})
     assert failed.returncode == 1 and "rerun the same command" in failed.stderr and "Traceback" not in failed.stderr
     assert not out.exists()
     work = WorkDir(out, json.loads((Path(str(out) + WORK_SUFFIX) / "request.json").read_text()))
@@ -150,6 +151,46 @@ def test_kill_a_url_worker_then_rerun(inputs, reference, tmp_path):
     assert failed.returncode == 1 and "rerun the same command" in failed.stderr
     assert _cli(args).returncode == 0
     assert tree(out) == reference["urls"]
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bytes", "urls"])
+def test_a_forked_two_worker_command_gives_the_one_process_bytes(name, inputs, reference, tmp_path):
+    # a command's process forks its worker (the in-process runs above spawn: pytest's process has threads)
+    out = tmp_path / "out"
+    extra = {"gpt2": ["--part-tokens", "20000", "--decode-every", "7"], "bytes": ["--shard-bytes", "3000", "--val-every", "5"],
+             "urls": ["--num-shards", str(NUM_SHARDS)]}[name]
+    done = _cli([name, *map(str, inputs[name]), "-o", str(out), "-q", "--workers", "2", *extra])
+    assert done.returncode == 0, done.stderr
+    assert tree(out) == reference[name]
+
+
+_START_PROBE = """
+import sys, threading
+sys.path.insert(0, sys.argv[1])
+import probe_task
+from fastenc.run.units import map_units
+if sys.argv[2] == "thread":  # a thread of the parent's own rules fork out
+    stop = threading.Event()
+    threading.Thread(target=stop.wait, daemon=True).start()
+print(sorted(map_units(probe_task.task, list(range(4)), workers=2, threads=1).items()))
+"""
+
+
+@pytest.mark.parametrize("case, expect", [("plain", "fork"), ("thread", "spawn"), ("spawn-env", "spawn")])
+def test_workers_fork_only_from_a_process_without_threads(case, expect, tmp_path):
+    if not sys.platform.startswith("linux"):
+        expect = "spawn"  # fork is used on Linux only
+    (tmp_path / "probe_task.py").write_text(
+        "import os, sys\n"
+        "def task(i):  # a spawned process was started by multiprocessing's spawn_main, a forked one has our argv\n"
+        "    return (os.getpid(), 'spawn' if 'spawn_main' in ' '.join(sys.orig_argv) else 'fork')\n")
+    env = {**os.environ, "FASTENC_START_METHOD": "spawn" if case == "spawn-env" else ""}
+    proc = subprocess.run([sys.executable, "-c", _START_PROBE, str(tmp_path), case], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    results = dict(eval(proc.stdout.strip().splitlines()[-1]))
+    worker = results[0]  # unit 0 is the started worker's first unit, always
+    assert len({pid for pid, _ in results.values()}) == 2 and worker[1] == expect  # two processes; how the worker began
 
 
 def test_a_changed_request_is_refused_naming_what_changed(inputs, tmp_path):
@@ -233,8 +274,8 @@ def _pid_of_unit(i: int) -> int:
 
 
 def test_the_command_process_encodes_units_beside_the_spawned_workers():
-    # --workers 2: this process and one spawned worker; the worker's first unit (0) is its own,
-    # this process takes units from the back, and its thread count is restored after.
+    # --workers 2: this process and one started worker; the worker's first unit (0) is its own,
+    # this process takes the next units from the front too, and its thread count is restored after.
     import numba
 
     from fastenc.run.units import map_units
@@ -242,7 +283,7 @@ def test_the_command_process_encodes_units_beside_the_spawned_workers():
     before = numba.get_num_threads()
     results = map_units(_pid_of_unit, list(range(6)), workers=2, threads=1)
     assert sorted(results) == list(range(6))
-    assert results[0] != os.getpid() and results[5] == os.getpid()
+    assert results[0] != os.getpid() and os.getpid() in results.values()
     assert len(set(results.values())) == 2
     assert numba.get_num_threads() == before
 

@@ -133,6 +133,14 @@ class StagedFile:
         self.file.close()
         self.state = "finished"
 
+    def write_back(self) -> None:
+        """Write what the file holds so far to disk (``fdatasync``), so that ``finish()``'s fsync,
+        the durability point, has only the rest to write; a streamed reduce calls it from its
+        thread after each unit (``fastenc.run.units.InOrder``)."""
+        if self.state == "open":
+            self.file.flush()
+            os.fdatasync(self.file.fileno())
+
     def close_quietly(self) -> None:
         with contextlib.suppress(Exception):  # closing a broken file must not hide the original error
             self.file.close()

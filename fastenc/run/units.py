@@ -8,8 +8,10 @@ A run over many input files is split in two phases (docs/scale.md):
   result, and the size and xxh3 of each of its files) is written last, then the folder is renamed
   to ``unit-NNNNN``. A unit is finished when its manifest is there **and every file it lists has
   that size and hash** (re-read): a marker alone never counts.
-- **reduce**: one process streams the spills in input order into the final parts (I/O only) and
-  publishes ``OUT`` in one step (``fastenc.run.lifecycle``); the work folder is deleted after.
+- **reduce**: one process streams the spills in input order into the final parts (I/O only), on
+  a thread that follows the map (``InOrder``: each unit as soon as it and every unit before it
+  are finished), and publishes ``OUT`` in one step (``fastenc.run.lifecycle``); the work folder
+  is deleted after.
 
 The work folder holds ``request.json``: a rerun with the same request resumes (finished units
 are kept, the others redone); a rerun with another request is refused with a line naming what
@@ -30,7 +32,7 @@ from fastenc.errors import FastencError, InputError, UsageError
 from fastenc.run import staging
 from fastenc.run.lifecycle import request_changes
 
-__all__ = ["WORK_SUFFIX", "UNIT_MANIFEST", "WorkDir", "work_dir_of", "file_xxh3", "map_units", "map_phase", "run_unit",
+__all__ = ["WORK_SUFFIX", "UNIT_MANIFEST", "WorkDir", "work_dir_of", "file_xxh3", "map_units", "map_phase", "InOrder", "run_unit",
            "worker_threads", "read_blocks", "missing_units", "MissingUnits"]
 
 WORK_SUFFIX = ".fastenc-work"
@@ -213,48 +215,62 @@ def _env(name: str, value: str):
             os.environ[name] = old
 
 
-def map_units(task: Callable[[int], object], todo: Sequence[int], *, workers: int, threads: int, bar=None) -> dict:
+def map_units(task: Callable[[int], object], todo: Sequence[int], *, workers: int, threads: int, bar=None,
+              sink: "InOrder | None" = None) -> dict:
     """Run ``task(i)`` for every unit ``i`` in ``todo``: here when ``workers == 1``, else on
     ``workers`` processes of ``threads`` Numba threads each (``task`` must pickle): this one and
-    ``workers - 1`` spawned ones.
+    ``workers - 1`` started ones (forked where that is safe, else spawned: ``fastenc.run.forking``).
 
     This process is one of the workers because it is already started (Python, pyarrow, Numba
     and the vocabulary loaded), where a spawned worker spends ~1-2 CPU-s getting there
-    (bench/RESULTS.md, "Session 9"). The spawned workers take units from the front of ``todo``
-    (each gets its first one before this process starts on any), this one from the back.
+    (bench/RESULTS.md, "Session 9"). Every worker takes the next unit from the front of ``todo``
+    (each started worker gets its first one before this process starts on any), so units finish
+    roughly in input order and a streamed reduce (``sink``) follows close behind.
 
-    ``bar`` (a progress bar over units) is advanced as units finish, in any order. A worker that
-    fails stops the phase with its error; one that dies (``kill -9``, out of memory) stops it with
-    one line saying that a rerun resumes (this process notices between two of its own units).
-    Finished units stay finished either way. Returns ``{i: task(i)}``.
+    ``bar`` (a progress bar over units) is advanced as units finish, in any order; ``sink`` gets
+    ``sink.start()`` once the workers exist and ``sink.put(i, result)`` as each unit finishes (an
+    error of the sink stops the phase like a worker's). A worker that fails stops the phase with
+    its error; one that dies (``kill -9``, out of memory) stops it with one line saying that a
+    rerun resumes (this process notices between two of its own units). Finished units stay
+    finished either way. Returns ``{i: task(i)}``.
     """
     results = {}
     if workers == 1 or len(todo) <= 1:
+        if sink is not None:
+            sink.start()
         for i in todo:
             results[i] = task(i)
+            if sink is not None:
+                sink.put(i, results[i])
             if bar is not None:
                 bar.update(1)
         return results
-    return _map_on_pool(task, list(todo), workers, threads, bar)
+    return _map_on_pool(task, list(todo), workers, threads, bar, sink)
 
 
-def _map_on_pool(task, todo: list, workers: int, threads: int, bar) -> dict:
+def _map_on_pool(task, todo: list, workers: int, threads: int, bar, sink) -> dict:
     import concurrent.futures as cf
     import multiprocessing
 
-    ctx = multiprocessing.get_context("spawn")  # a fork of a process with Numba's threads running is unsafe
+    from fastenc.run import forking
+
+    # decided here, before the feeder thread (or any other of ours) exists: the pool forks its
+    # processes at the first submit, in feeder.start()
+    ctx = multiprocessing.get_context(forking.start_method())
     spawned = min(workers, len(todo)) - 1
     units = _Units(todo)
     results: dict = {}
     with _env("NUMBA_NUM_THREADS", str(threads)):
         pool = cf.ProcessPoolExecutor(max_workers=spawned, mp_context=ctx, initializer=_init_worker, initargs=(threads,))
-        feeder = _Feeder(pool, task, units, bar)
+        feeder = _Feeder(pool, task, units, bar, sink)
         try:
-            feeder.start(spawned)
+            feeder.start(spawned)  # the workers are started (forked) here, before any thread of ours
+            if sink is not None:
+                sink.start()
             with _threads(threads):
-                while feeder.failure is None and (i := units.back()) is not None:  # this process, from the back
+                while feeder.failure is None and (i := units.next()) is not None:
                     results[i] = task(i)
-                    feeder.advance()
+                    feeder.advance(i, results[i])
             feeder.join()
             if feeder.failure is not None:
                 raise feeder.failure
@@ -273,7 +289,7 @@ def _map_on_pool(task, todo: list, workers: int, threads: int, bar) -> dict:
 
 
 class _Units:
-    """The units not started yet: the spawned workers take from the front, this process from the back."""
+    """The units not started yet, taken in input order by every worker (this process included)."""
 
     def __init__(self, todo: list):
         import collections
@@ -282,13 +298,9 @@ class _Units:
         self._left = collections.deque(todo)
         self._lock = threading.Lock()
 
-    def front(self):
+    def next(self):
         with self._lock:
             return self._left.popleft() if self._left else None
-
-    def back(self):
-        with self._lock:
-            return self._left.pop() if self._left else None
 
 
 class _Feeder:
@@ -297,10 +309,10 @@ class _Feeder:
     unit from the front is submitted. A worker's error, or its death, is kept in ``failure`` and
     stops the feeding."""
 
-    def __init__(self, pool, task, units: _Units, bar):
+    def __init__(self, pool, task, units: _Units, bar, sink):
         import threading
 
-        self.pool, self.task, self.units, self.bar = pool, task, units, bar
+        self.pool, self.task, self.units, self.bar, self.sink = pool, task, units, bar, sink
         self.results: dict = {}
         self.failure: BaseException | None = None
         self.stopping = False
@@ -308,8 +320,10 @@ class _Feeder:
         self._bar_lock = threading.Lock()  # both threads advance the bar: no update may be lost
         self._thread = threading.Thread(target=self._run, name="fastenc-feeder", daemon=True)
 
-    def advance(self) -> None:
-        """One more unit finished (by either thread)."""
+    def advance(self, i: int, result) -> None:
+        """Unit ``i`` finished (by either thread): to the sink, and one more on the bar."""
+        if self.sink is not None:
+            self.sink.put(i, result)
         if self.bar is not None:
             with self._bar_lock:
                 self.bar.update(1)
@@ -324,7 +338,7 @@ class _Feeder:
             self._thread.join()
 
     def _submit(self):
-        i = None if self.stopping else self.units.front()
+        i = None if self.stopping else self.units.next()
         if i is None:
             return None
         f = self.pool.submit(self.task, i)
@@ -346,8 +360,14 @@ class _Feeder:
                         self.failure = error
                     self.stopping = True
                     continue
-                self.results[self._index[f]] = f.result()
-                self.advance()
+                i = self._index[f]
+                self.results[i] = f.result()
+                try:
+                    self.advance(i, self.results[i])
+                except BaseException as exc:  # the sink failed (the streamed reduce): stop like a worker's error
+                    self.failure = self.failure or exc
+                    self.stopping = True
+                    continue
                 try:
                     nxt = self._submit()
                 except RuntimeError:  # the pool was shut down (this process stopped the phase)
@@ -406,21 +426,117 @@ def run_unit(work: WorkDir, i: int, produce: Callable[[staging.Stage], dict]) ->
 
 
 def map_phase(work: WorkDir, task: Callable[[int], object], n_units: int, *, workers: int, threads: int | None,
-              family: str, desc: str, quiet: bool) -> list[dict]:
+              family: str, desc: str, quiet: bool, reduce_unit: Callable[[int, dict], None] | None = None) -> list[dict]:
     """Run the units whose spill does not verify yet (all of them on a fresh start), then return
     every unit's result, in input order. ``family``: the kernels to compile once, before the
-    workers start (each would otherwise compile them on its own)."""
+    workers start (each would otherwise compile them on its own).
+
+    ``reduce_unit(i, result)``: the reduce of one unit, called once per unit in input order, on a
+    thread of this process while the map runs (``InOrder``); returns when every unit is reduced."""
     from fastenc.progress import progress
 
     results = {i: work.finished(i) for i in range(n_units)}  # each spill re-read and checked once
     todo = [i for i, r in results.items() if r is None]
     if workers > 1 and len(todo) > 1:
         _compile_once(family, quiet)
-    with progress(n_units, unit="file", desc=desc, quiet=quiet, unit_scale=False) as bar:
-        bar.update(n_units - len(todo))
-        # a new spill's files were hashed from disk by its commit (after fsync): that is its check
-        results.update(map_units(task, todo, workers=workers, threads=worker_threads(workers, threads), bar=bar))
+    sink = None if reduce_unit is None else InOrder(n_units, reduce_unit)
+    try:
+        if sink is not None:
+            for i, r in results.items():
+                if r is not None:
+                    sink.put(i, r)  # resumed units: reduced first (the thread starts with the map)
+        with progress(n_units, unit="file", desc=desc, quiet=quiet, unit_scale=False) as bar:
+            bar.update(n_units - len(todo))
+            # a new spill's files were hashed from disk by its commit (after fsync): that is its check
+            results.update(map_units(task, todo, workers=workers, threads=worker_threads(workers, threads), bar=bar,
+                                     sink=sink))
+        if sink is not None:
+            sink.finish(quiet)
+    finally:
+        if sink is not None:
+            sink.stop()  # (after an error: the reduce stops before its stage is discarded)
     return [results[i] for i in range(n_units)]
+
+
+class InOrder:
+    """The reduce of finished units, streamed in input order while the map runs (docs/scale.md).
+
+    The map finishes units in any order; ``put(i, result)`` hands each one over. A thread of this
+    process reduces unit ``next`` as soon as it is there, then ``next + 1``, ...: the in-order
+    prefix of finished units is reduced while the later ones are still being encoded, so what is
+    left after the map is the tail behind the last unit to finish. The reduce is I/O (copies,
+    hashes, fsyncs) that releases the GIL; its output is the same as reducing all units one after
+    another afterwards, since it is that very loop, only started earlier.
+
+    The thread starts at ``start()``, which the map calls once its worker processes exist: a fork
+    must copy no thread of ours (``fastenc.run.forking``). A reduce error is raised by the next
+    ``put`` (stopping the map) or by ``finish``.
+    """
+
+    def __init__(self, n_units: int, reduce_unit: Callable[[int, dict], None]):
+        import threading
+
+        self._n = n_units
+        self._reduce_unit = reduce_unit
+        self._ready: dict = {}
+        self._cond = threading.Condition()
+        self.next = 0  # the next unit to reduce: every unit before it is reduced
+        self.error: BaseException | None = None
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        import threading
+
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="fastenc-reduce", daemon=True)
+            self._thread.start()
+
+    def put(self, i: int, result: dict) -> None:
+        if self.error is not None:
+            raise self.error
+        with self._cond:
+            self._ready[i] = result
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopping and self.next < self._n and self.next not in self._ready:
+                    self._cond.wait()
+                if self._stopping or self.next >= self._n:
+                    return
+                i, result = self.next, self._ready.pop(self.next)
+            try:
+                self._reduce_unit(i, result)
+            except BaseException as exc:
+                self.error = exc
+                return
+            with self._cond:
+                self.next += 1
+                self._cond.notify_all()
+
+    def finish(self, quiet: bool) -> None:
+        """After the map: wait until every unit is reduced (a bar over what was left), or raise the reduce's error."""
+        from fastenc.progress import progress
+
+        self.start()
+        with progress(self._n, unit="file", desc="parts", quiet=quiet, unit_scale=False, initial=self.next) as bar:
+            while self._thread.is_alive():
+                self._thread.join(0.2)
+                bar.update(self.next - bar.n)
+        if self.error is not None:
+            raise self.error
+        if self.next != self._n:
+            raise AssertionError(f"the streamed reduce stopped at unit {self.next} of {self._n}")
+
+    def stop(self) -> None:
+        """Stop the thread after the unit it is reducing, and wait for it."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join()
 
 
 def _compile_once(family: str, quiet: bool) -> None:

@@ -41,7 +41,7 @@ from fastenc.errors import InputError, UsageError
 from fastenc.run import OutputSpec, Run, make_request
 from fastenc.run.parts import CappedParts, reread_xxh3
 from fastenc.run.units import WorkDir, check_workers, map_phase, read_blocks, run_unit
-from fastenc.progress import format_bytes, format_rate, progress, summary_line
+from fastenc.progress import format_bytes, format_rate, summary_line
 
 __all__ = ["encode_bytes", "verify_output", "is_val", "shard_name", "val_rule_text", "FORMAT", "FORMAT_VERSION",
            "SEPARATOR", "RESERVED", "SHARD_RULE", "META_NAME", "SPLITS", "DEFAULT_SHARD_BYTES", "DEFAULT_VAL_EVERY",
@@ -114,6 +114,11 @@ class _SplitWriter(CappedParts):
         chunk = packed[csum[a] : csum[k]]
         self._file.file.write(chunk)
         self._hash.update(chunk)
+
+    def write_back(self) -> None:
+        """Have the open shard's data written to disk now (it stays a temporary until publication)."""
+        if self.is_open:
+            self._file.write_back()
 
     def _close_part(self) -> None:
         self._file.finish()  # fsync now: the data is durable before it is read back and published
@@ -265,9 +270,11 @@ def encode_bytes(
             return run.done
         work = WorkDir(run.out, request).open(overwrite)
         with work:  # a failure before any unit finished removes it
+            reduce = _Reduce(run, work, shard_bytes, val_every)
             results = map_phase(work, functools.partial(map_unit, job), len(infos), workers=workers, threads=threads,
-                                family="bytes", desc="bytes", quiet=quiet)
-            counts, splits = _reduce(run, work, results, shard_bytes, val_every, quiet)
+                                family="bytes", desc="bytes", quiet=quiet, reduce_unit=reduce.unit)
+            counts = {k: sum(r[k] for r in results) for k in _COUNTS}
+            splits = {s: w.finish() for s, w in reduce.writers.items()}
             meta = _meta(column, counts, splits, infos, shard_bytes, val_every, request)
             run.publish(meta)
         work.remove()
@@ -342,22 +349,27 @@ def _pack_file(job: _Job, info, stage) -> dict:
 # ----------------------------------------------------------------------------------------------
 
 
-def _reduce(run, work: WorkDir, results: list, shard_bytes: int, val_every: int, quiet: bool) -> tuple[dict, dict]:
-    writers = {s: _SplitWriter(s, run.stage, shard_bytes) for s in SPLITS}
-    first = 0  # the global index of the unit's first document: the val rule counts over all inputs
-    with progress(sum(r["documents"] for r in results), unit="doc", desc="shards", quiet=quiet) as bar:
-        for i, _ in enumerate(results):
-            d = work.unit_dir(i)
-            sizes = np.fromfile(d / _SPILL_SIZES, dtype="<i8")
-            csum = np.zeros(sizes.size + 1, np.int64)
-            np.cumsum(sizes, out=csum[1:])
-            for s, e, data in read_blocks(d / _SPILL_DOCS, csum, 1):
-                packed = np.frombuffer(data, np.uint8)
-                _route(writers, packed, csum[s : e + 1] - csum[s], first + s, val_every)
-                bar.update(e - s)
-            first += sizes.size
-    counts = {k: sum(r[k] for r in results) for k in _COUNTS}
-    return counts, {s: w.finish() for s, w in writers.items()}
+class _Reduce:
+    """``unit(i, result)`` for every unit in input order, while the map runs
+    (``fastenc.run.units.InOrder``): its spill routed and cut into the shards; the open shards'
+    data is then written to disk (fdatasync), so that their fsyncs at close have little left."""
+
+    def __init__(self, run, work: WorkDir, shard_bytes: int, val_every: int):
+        self.work, self.val_every = work, val_every
+        self.writers = {s: _SplitWriter(s, run.stage, shard_bytes) for s in SPLITS}
+        self.first = 0  # the global index of the next unit's first document: the val rule counts over all inputs
+
+    def unit(self, i: int, result: dict) -> None:
+        d = self.work.unit_dir(i)
+        sizes = np.fromfile(d / _SPILL_SIZES, dtype="<i8")
+        csum = np.zeros(sizes.size + 1, np.int64)
+        np.cumsum(sizes, out=csum[1:])
+        for s, e, data in read_blocks(d / _SPILL_DOCS, csum, 1):
+            packed = np.frombuffer(data, np.uint8)
+            _route(self.writers, packed, csum[s : e + 1] - csum[s], self.first + s, self.val_every)
+        self.first += sizes.size
+        for w in self.writers.values():
+            w.write_back()
 
 
 def _meta(column, counts, splits, infos, shard_bytes, val_every, request) -> dict:

@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 
 from fastenc.arrow_io import as_input_list, check_batch_bytes, inspect_inputs, resolve_inputs
 from fastenc.errors import UsageError, VerificationError
-from fastenc.progress import format_bytes, format_rate, progress, summary_line
+from fastenc.progress import format_bytes, format_rate, summary_line
 from fastenc.run import OutputSpec, Run, make_request
 from fastenc.run.units import WorkDir, check_workers, map_phase, run_unit
 # The format's names are re-exported here too: ``fastenc.recipes.gpt2`` stays the one import
@@ -189,15 +189,15 @@ def encode_gpt2(
             return run.done
         work = WorkDir(run.out, job.request).open(overwrite)
         with work:  # a failure before any unit finished removes it
-            results = map_phase(work, functools.partial(map_unit, job), len(job.src.infos), workers=workers, threads=threads,
-                                family="gpt2", desc="gpt2", quiet=quiet)
             ctx = _context(enc, fmt, job.src, job.count_column)
-            writers, tally = _reduce(run, work, results, job.kept, part_tokens, ctx, quiet)
-            summary = _summary(writers, tally, job.kept, ctx, part_tokens, decode_every, job.request)
+            reduce = _Reduce(run, work, job.kept, part_tokens, ctx)
+            map_phase(work, functools.partial(map_unit, job), len(job.src.infos), workers=workers, threads=threads,
+                      family="gpt2", desc="gpt2", quiet=quiet, reduce_unit=reduce.unit)
+            summary = _summary(reduce.writers, reduce.tally, job.kept, ctx, part_tokens, decode_every, job.request)
             run.stage.write_text(SUMMARY_TSV, summary_tsv(summary))
             run.publish(summary)
         work.remove()
-    _print_summary(run, summary, tally, quiet)
+    _print_summary(run, summary, reduce.tally, quiet)
     return summary
 
 
@@ -359,17 +359,25 @@ def _write_runs(writers, is_kept, bk, ids, id_off, info: Batch) -> None:
             writers[b].write(ids, id_off, s, e, info)
 
 
-def _reduce(run, work, results: list, kept, part_tokens: int, ctx: dict, quiet: bool):
-    """The spills, in input order, into each kept bucket's parts (I/O and the part checks only)."""
-    writers = {b: BucketWriter(b, run.stage, part_tokens, ctx) for b in kept}
-    tally = _Tally()
-    with progress(len(results), unit="file", desc="parts", quiet=quiet, unit_scale=False) as bar:
-        for si, r in enumerate(results):
-            tally.add(r["tally"])
-            for b in kept:
-                writers[b].write_spill(si, work.unit_dir(si), r["buckets"][BUCKETS[b]], r["count_checked"])
-            bar.update(1)
-    return writers, tally
+class _Reduce:
+    """The spills, in input order, into each kept bucket's parts (I/O and the part checks only).
+
+    ``unit(si, result)`` is called for every unit in input order, while the map runs
+    (``fastenc.run.units.InOrder``). Each unit's part data is also written to disk (fdatasync)
+    right away, so that a part's fsync when it closes (often at the end: one part per bucket on
+    a small input) has little left to write."""
+
+    def __init__(self, run, work, kept, part_tokens: int, ctx: dict):
+        self.work, self.kept = work, kept
+        self.writers = {b: BucketWriter(b, run.stage, part_tokens, ctx) for b in kept}
+        self.tally = _Tally()
+
+    def unit(self, si: int, r: dict) -> None:
+        self.tally.add(r["tally"])
+        for b in self.kept:
+            self.writers[b].write_spill(si, self.work.unit_dir(si), r["buckets"][BUCKETS[b]], r["count_checked"])
+        for w in self.writers.values():
+            w.write_back()
 
 
 def _summary(writers, tally: _Tally, kept, ctx, part_tokens, decode_every, request) -> dict:

@@ -157,6 +157,12 @@ class BucketWriter(CappedParts):
             ids = np.frombuffer(data, dtype=self.fmt.disk_dtype)
             self.write_items(csum, s, e, ids, csum, s, source, samples, checked_counts)
 
+    def write_back(self) -> None:
+        """Have the open part's data written to disk now (it stays a temporary until publication)."""
+        if self.part is not None:
+            self.part.bin.write_back()
+            self.part.idx.write_back()
+
     def _open_part(self) -> None:
         self.part = _Part(len(self.parts), self.name, self.stage)
         self.part.first_bucket_doc = self.docs

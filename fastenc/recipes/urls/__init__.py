@@ -323,7 +323,7 @@ def encode_shards(paths, out_dir: str | os.PathLike, *, workers: int = 1, thread
 
     Each shard is a unit of its own (docs/scale.md): its sidecar, renamed in last, commits it, so
     a rerun after an interruption redoes only the shards without a sidecar whose bin verifies
-    (size and xxh3). ``workers`` > 1 encodes that many shards at once, in spawned processes of
+    (size and xxh3). ``workers`` > 1 encodes that many shards at once, in processes (forked or spawned, docs/scale.md) of
     ``cores // workers`` Numba threads each, with one progress bar over the shards.
     """
     paths = resolve_inputs([os.fspath(p) for p in paths])

@@ -160,3 +160,18 @@ def test_the_memo_is_read_and_a_wrong_entry_never_reaches_the_output(gpt2, tikto
     memo[table:arena] = 0  # no entries: the same again, from the parts
     memo[_HEADER:table] = 0
     assert _encode_twice(gpt2, texts, caches)[1] == expected
+
+
+def test_a_piece_the_filter_wrongly_reports_held_is_still_stored(gpt2, tiktoken_gpt2):
+    # Every filter bit set on an empty memo: each long piece looks "perhaps held", is looked up
+    # in the table a block later (encode_block), is not there, and the loop resumes by cutting it
+    # into parts. That resumed cut must still store it, and the ids must stay exact.
+    texts = [" ".join(_LONG)] * 2
+    expected = [i for t in texts for i in tiktoken_gpt2.encode_ordinary(t)]
+    caches = new_piece_caches(1 << 10, 1 << 8, 1 << 10)
+    memo = caches.memo
+    table = _HEADER + int(memo[3])
+    memo[_HEADER:table] = np.uint64(0xFFFFFFFFFFFFFFFF)
+    first, warm = _encode_twice(gpt2, texts, caches)
+    assert first == warm == expected
+    assert memo[_ENTRIES] >= 8

@@ -50,7 +50,8 @@ from fastenc.kernels.piece_cache import (
     tiny_home,
 )
 from fastenc.kernels.encode_wide import encode_text_wide
-from fastenc.kernels.piece_memo import MEMO_MAX_BYTES, memo_emit, memo_find, memo_hash, memo_prefetch, memo_store
+from fastenc.kernels.piece_memo import (MEMO_MAX_BYTES, memo_emit, memo_find, memo_hash, memo_maybe, memo_prefetch_slot,
+                                        memo_store)
 from fastenc.kernels.jit import NO_REFCOUNTING
 from fastenc.kernels.loads import ASCII_MASKS, load_at, load_word, prefetch_at, store_ids8
 from fastenc.kernels.pretok_gpt2 import WINDOW, gpt2_piece_end, gpt2_window_starts
@@ -119,14 +120,15 @@ _RING = 4  # words per ring entry: a piece's end, whole-token id, cut_end, home 
 # or one of these, for the long-piece memo (piece_memo.py):
 _MEMO_BEGIN = -2  # the first part of a piece the memo does not hold: note where its ids begin
 _MEMO_STORE = -3  # no piece: store the ids since _MEMO_BEGIN as those of data[ring[4k + 2]:ring[4k]]
-_MEMO_HIT = -4  # and below: a piece the memo holds, in table slot _MEMO_HIT - entry
+_MEMO_PENDING = -4  # a whole piece the memo's filter says it may hold; ring[4k + 3] its hash
 
 
 class EncodeScratch(NamedTuple):
     """One thread's working memory for ``encode_with``: ``ranks`` (the short-piece merge),
     ``work`` (the long-piece merge; a longer part gets a bigger one for its call), ``ring``
     (a block's pieces, and a memo store) and ``state`` (``encode_run``'s answer to its caller;
-    ``state[4]`` where the ids of a piece to be memoized begin)."""
+    ``state[4]`` where the ids of a piece to be memoized begin; ``state[5]`` set: memoize the
+    piece that the resumed run cuts into parts)."""
 
     ranks: np.ndarray
     work: np.ndarray
@@ -226,9 +228,10 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
     new out_pos. Sets ``state[0] = -1`` when done. When a long part needs a work array of more
     than ``work.shape[0]`` (7 per byte), it stops before that part instead: ``state[0]`` its
     start, ``state[1]`` the ``cut_end`` to resume with, ``state[2]`` the room needed. It does
-    the same, with ``state[2] = 0``, before a long piece whose memo entry (``caches.memo``,
-    piece_memo.py) fails the check against its bytes: resumed with that ``cut_end``, the piece
-    is cut into parts.
+    the same, with ``state[2] = 0``, before a long piece that the memo (``caches.memo``,
+    piece_memo.py) turns out not to hold, or whose entry fails the check against its bytes:
+    resumed with that ``cut_end``, the piece is cut into parts (and, with ``state[5]`` set,
+    memoized).
 
     Compiled without reference counting (``jit.NO_REFCOUNTING``), so it allocates nothing: the
     scratch comes from ``encode_narrow``. Ids below 65,536 only (its callers check).
@@ -251,6 +254,8 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
     state[0] = -1
     found = start  # the finder's position; while found < cut_end it walks the parts of a long piece
     memo_from = -1  # the start of the long piece being cut whose ids the memo is to store
+    memo_resumed = start if state[5] != 0 else -1  # a piece the memo turned out not to hold: store it
+    state[5] = 0
     pos = start
     while pos < end:
         # --- find up to _BLOCK pieces: ring[4k] the end, ring[4k + 1] a whole-token id or -1,
@@ -285,8 +290,13 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                         found = piece_start
                         continue
             whole = -1
+            h = np.uint64(0)  # a long piece's memo hash
             if found < cut_end:
                 piece_end = segment_end(data, found, cut_end, joinable)
+                if found == memo_resumed:
+                    whole = _MEMO_BEGIN
+                    memo_from = found
+                    memo_resumed = -1
             else:
                 if classes is None:
                     piece_end = url_piece_end(data, found, end)
@@ -303,17 +313,18 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                         # encode the parts one by one, most of them from the caches.
                         cut_end = piece_end
                         memoized = cut_end - found <= MEMO_MAX_BYTES
-                        h = np.uint64(0)
                         if memoized:
                             h = memo_hash(data, found, cut_end)
-                            memo_prefetch(memo, h)  # (loading while the first part is found)
-                        piece_end = segment_end(data, found, cut_end, joinable)
-                        if memoized:
-                            hit = memo_find(memo, h)
-                            if hit >= 0:
-                                whole = _MEMO_HIT - hit
-                                piece_end = cut_end
-                            else:
+                        if memoized and memo_maybe(memo, h):
+                            # Perhaps seen before: one entry for the whole piece, looked up in
+                            # the memo's table by encode_block, a block from now, when the slot
+                            # prefetched here has arrived (a miss there resumes here, cutting it).
+                            memo_prefetch_slot(memo, h)
+                            whole = _MEMO_PENDING
+                            piece_end = cut_end
+                        else:
+                            piece_end = segment_end(data, found, cut_end, joinable)
+                            if memoized:
                                 whole = _MEMO_BEGIN
                                 memo_from = found
             n = piece_end - found
@@ -324,7 +335,7 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
             ring[slot] = piece_end
             ring[slot + _U1] = whole
             ring[slot + _U2] = cut_end
-            ring[slot + _U3] = np.int64(at)
+            ring[slot + _U3] = np.int64(h) if whole == _MEMO_PENDING else np.int64(at)
             n_found += 1
             found = piece_end
             if memo_from >= 0 and found == cut_end:  # the last part: then store the whole piece
@@ -387,13 +398,20 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
                 continue
             if whole == _MEMO_BEGIN:
                 state[4] = out_pos
-            else:
-                new_pos = memo_emit(caches.memo, _MEMO_HIT - whole, vocab.token_bytes, vocab.token_offsets,
-                                    data, pos, piece_end, out, out_pos)
-                if new_pos < 0:  # a tag collision: resume here, cutting the piece into parts
+            else:  # _MEMO_PENDING
+                hit = memo_find(caches.memo, np.uint64(ring[slot + _U3]))
+                new_pos = -1
+                if hit >= 0:
+                    new_pos = memo_emit(caches.memo, hit, vocab.token_bytes, vocab.token_offsets,
+                                        data, pos, piece_end, out, out_pos)
+                if new_pos < 0:
+                    # Not held after all (the filter's false positive), or a tag collision (ids
+                    # of another piece): resume here, cutting the piece into parts; memoized
+                    # then, unless its tag is another piece's.
                     state[0] = pos
                     state[1] = piece_end
                     state[2] = 0
+                    state[5] = 1 if hit < 0 else 0
                     return out_pos
                 out_pos = new_pos
                 pos = piece_end

@@ -66,6 +66,8 @@ class Encoder:
 
     ``vocab`` (a ``fastenc.vocab.Vocab`` of numpy arrays) and ``classes`` are what the
     ``@njit`` kernels in ``fastenc.kernels.encode`` take, for use from your own Numba code.
+    (``kernel_classes`` is what fastenc's own narrow loops get: ``None`` for a URL vocabulary, whose
+    loop then compiles without GPT-2's pre-tokenizer; ``classes`` gives the same ids.)
     Added/special tokens' text is encoded as ordinary text (like tiktoken's
     ``encode_ordinary``); their ids only appear in ``decode``.
     """

@@ -202,3 +202,30 @@ def test_literal_eos_text(hf, enc):
 ), min_size=1, max_size=20))
 def test_fuzz_matches_hf_and_round_trips(hf, enc, urls):
     check_parity_and_round_trip(hf, enc, pa.array(urls, pa.string()), "fuzz")
+
+
+def test_the_url_loop_of_its_own_matches_the_class_table_loop(enc):
+    # A URL encoder hands fastenc's narrow loop classes=None (Encoder.kernel_classes): Numba then
+    # compiles a loop with only the URL pre-tokenizer. A user's own code may pass Encoder.classes
+    # (the loop with both pre-tokenizers): the same ids. classes=None with GPT-2's vocabulary is refused.
+    import numpy as np
+    from numba import njit
+
+    from fastenc.kernels.encode import encode_narrow, new_scratch
+    from fastenc.kernels.piece_cache import new_piece_caches
+
+    @njit
+    def run(data, vocab, classes, caches, out):
+        return encode_narrow(data, 0, data.shape[0], vocab, classes, caches, new_scratch(), out, 0)
+
+    assert enc.kernel_classes is None and enc.classes is not None
+    data = np.frombuffer(" ".join(CARD_CASES + synthetic_urls()[:200]).encode(), np.uint8)
+    a, b = np.empty(len(data), np.uint16), np.empty(len(data), np.uint16)
+    n = run(data, enc.vocab, enc.kernel_classes, new_piece_caches(1 << 12, 1 << 10), a)
+    m = run(data, enc.vocab, enc.classes, new_piece_caches(1 << 12, 1 << 10), b)
+    assert n == m and np.array_equal(a[:n], b[:m])
+    assert a[:n].tolist() == enc.encode_bytes(data.tobytes()).tolist()
+    gpt2 = fastenc.load("gpt2")
+    assert gpt2.kernel_classes is gpt2.classes
+    with pytest.raises(ValueError, match="classes=None"):
+        run(data, gpt2.vocab, None, new_piece_caches(1 << 12, 1 << 10), a)

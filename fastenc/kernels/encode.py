@@ -50,8 +50,7 @@ from fastenc.kernels.piece_cache import (
     tiny_home,
 )
 from fastenc.kernels.encode_wide import encode_text_wide
-from fastenc.kernels.piece_memo import (MEMO_MAX_BYTES, memo_emit, memo_find, memo_hash, memo_maybe, memo_prefetch_slot,
-                                        memo_store)
+from fastenc.kernels.piece_memo import MEMO_MAX_BYTES, memo_emit, memo_find, memo_hash, memo_maybe, memo_prefetch, memo_store
 from fastenc.kernels.jit import NO_REFCOUNTING
 from fastenc.kernels.loads import ASCII_MASKS, load_at, load_word, prefetch_at, store_ids8
 from fastenc.kernels.pretok_gpt2 import WINDOW, gpt2_piece_end, gpt2_window_starts
@@ -315,16 +314,16 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                         memoized = cut_end - found <= MEMO_MAX_BYTES
                         if memoized:
                             h = memo_hash(data, found, cut_end)
-                        if memoized and memo_maybe(memo, h):
-                            # Perhaps seen before: one entry for the whole piece, looked up in
-                            # the memo's table by encode_block, a block from now, when the slot
-                            # prefetched here has arrived (a miss there resumes here, cutting it).
-                            memo_prefetch_slot(memo, h)
-                            whole = _MEMO_PENDING
-                            piece_end = cut_end
-                        else:
-                            piece_end = segment_end(data, found, cut_end, joinable)
-                            if memoized:
+                            memo_prefetch(memo, h)  # the filter word and the table slot
+                        piece_end = segment_end(data, found, cut_end, joinable)  # (while they load)
+                        if memoized:
+                            if memo_maybe(memo, h):
+                                # Perhaps seen before: one entry for the whole piece, looked up in
+                                # the memo's table by encode_block a block from now, when the slot
+                                # has arrived (a miss there resumes here, cutting the piece).
+                                whole = _MEMO_PENDING
+                                piece_end = cut_end
+                            else:
                                 whole = _MEMO_BEGIN
                                 memo_from = found
             n = piece_end - found

@@ -21,13 +21,12 @@ The memo is one ``uint64`` array (``new_piece_memo``):
 
 Most long pieces are new (they are long), and a probe of the table for one is a cache miss
 (2 MB, read once per long piece): the filter (128 KB, which stays in the CPU's caches) answers
-most of those probes instead. The GPT-2/URL loop reads the filter when it finds a long piece
-(``memo_maybe``); where the filter says "perhaps", it prefetches the table slot
-(``memo_prefetch_slot``) and probes it a block of pieces later (``memo_find``, in
-``encode.encode_block``), by when the slot has arrived: the probe's cache miss was ~5% of a warm
-pass on docs.parquet, and a CJK warm pass runs 23-26% faster (bench/RESULTS.md, "Session 10").
-The wide loop prefetches both (``memo_prefetch``) before it finds the piece's first part, and
-probes after.
+most of those probes instead. Both encode loops prefetch the filter word and the table slot
+(``memo_prefetch``) before they find the piece's first part. Then the wide loop probes
+(``memo_find``); the GPT-2/URL loop reads only the filter (``memo_maybe``) and, where it says
+"perhaps", probes the table a block of pieces later (in ``encode.encode_block``), by when the
+slot has arrived: the probe's cache miss was ~5% of a warm pass on docs.parquet
+(bench/RESULTS.md, "Session 10").
 
 It is filled once: entries are added while the arena and the table (to 3/4) have room, and
 never evicted, so a full memo keeps the long pieces that came first (no pass ever runs slower
@@ -148,12 +147,6 @@ def memo_maybe(memo, h):
     filter is small enough to stay in the CPU's caches, unlike the table."""
     word, bit = _filter_bit(memo, h)
     return memo[word] & bit != 0
-
-
-@njit(cache=True, forceinline=True)
-def memo_prefetch_slot(memo, h):
-    """Start loading the table slot that ``memo_find(memo, h)`` reads first."""
-    prefetch(memo, np.int64(_table(memo) + (h & (memo[_SLOTS] - np.uint64(1)))))
 
 
 @njit(cache=True, **NO_REFCOUNTING)

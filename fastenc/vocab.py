@@ -74,6 +74,7 @@ class Vocab(NamedTuple):
     joinable       uint8[65536] x << 8 | y -> 0 where a long piece may be cut between bytes x
                                 and y, see fastenc.kernels.segments
     byte_pair_ranks int32[65536] x << 8 | y -> rank of merging byte x with byte y, or -1
+    pair_filter    uint64[F]    a bit per pair in pair_table (most pairs asked about are not there)
     config         int64[4]     see fastenc.kernels.config: merge rule, whole-piece lookup, pre-tokenizer, size
     """
 
@@ -85,6 +86,7 @@ class Vocab(NamedTuple):
     token_table: np.ndarray
     joinable: np.ndarray
     byte_pair_ranks: np.ndarray
+    pair_filter: np.ndarray
     config: np.ndarray
 
 
@@ -564,7 +566,8 @@ def _kernel_tables(byte_ids, lefts, rights, ranks, merge_result, token_bytes, to
     config[cfg.PRETOKENIZER] = pretok
     config[cfg.VOCAB_SIZE] = vocab_size
     tables_ = Vocab(byte_ids, pair_table, merge_result, token_bytes, token_offsets, token_table,
-                    np.ones(1 << 16, dtype=np.uint8), tables.build_byte_pair_ranks(pair_table, byte_ids), config)
+                    np.ones(1 << 16, dtype=np.uint8), tables.build_byte_pair_ranks(pair_table, byte_ids),
+                    tables.build_pair_filter(pair_table), config)
     differs = np.zeros(vocab_size, dtype=np.bool_)
     if whole_piece_lookup:
         differs = segments.tokens_merging_differently(tables_, include)

@@ -114,3 +114,21 @@ def test_gpt2_every_token_merges_back_to_itself_under_both_rules(tiktoken_rule, 
         piece = vocab.token_bytes[vocab.token_offsets[tid] : vocab.token_offsets[tid + 1]].tobytes()
         assert _kernel(hf_rule, piece) == [tid]
         assert _kernel(tiktoken_rule, piece) == [tid]
+
+
+@pytest.mark.parametrize("name", ["gpt2", "urls", "cl100k_base"])
+def test_the_pair_filter_has_every_pair_and_few_others(name):
+    # merge_short_piece skips the pair table's probe where the filter's bit is clear: a pair of
+    # the table whose bit were clear would never merge (wrong ids), so every one must be set.
+    import fastenc
+    from fastenc.kernels.tables import EMPTY_PAIR_SLOT, RANK_BITS, pair_filter_bit
+
+    vocab = fastenc.load(name).vocab
+    entries = vocab.pair_table[vocab.pair_table != EMPTY_PAIR_SLOT]
+    words = vocab.pair_filter.shape[0]
+    assert words & (words - 1) == 0 and words * 64 >= 8 * len(entries)
+    for key in (entries >> np.uint64(RANK_BITS))[:: max(1, len(entries) // 20000)]:
+        word, bit = pair_filter_bit(key, words)
+        assert vocab.pair_filter[word] & bit, key
+    set_bits = sum(bin(int(w)).count("1") for w in vocab.pair_filter)
+    assert set_bits / (words * 64) < 0.15  # so most pairs that are not there are answered by the filter

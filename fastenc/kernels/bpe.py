@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from fastenc.kernels import config as cfg
-from fastenc.kernels.tables import token_id_of
+from fastenc.kernels.tables import pair_filter_bit, token_id_of
 
 # Above this many bytes bpe_piece merges with the heap; below, with the rescanning loop.
 HEAP_THRESHOLD = 64
@@ -25,6 +25,7 @@ _NO_PAIR = np.int64(1) << np.int64(62)
 
 _NEEDS_RANK = np.int64(-2)
 _EMPTY_PAIR = np.uint64(0xFFFFFFFFFFFFFFFF)
+_NO_SLOT = np.uint64(0xFFFFFFFFFFFFFFFF)  # (no probe: the pair filter says the pair is not there)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -46,6 +47,8 @@ def merge_short_piece(data, start, end, vocab, ranks, out, out_pos):
     token_bytes = vocab.token_bytes
     token_offsets = vocab.token_offsets
     byte_pair_ranks = vocab.byte_pair_ranks
+    pair_filter = vocab.pair_filter
+    filter_words = pair_filter.shape[0]
     n = end - start
     whole = -1
     if vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0:  # a piece that is a token is emitted as is
@@ -88,7 +91,10 @@ def merge_short_piece(data, start, end, vocab, ranks, out, out_pos):
                     key = (np.uint64(out[out_pos + i]) << np.uint64(20)) | np.uint64(out[out_pos + i + 1])
                     slot = ((key * _GOLDEN) >> np.uint64(32)) & pmask
                     r = _NO_PAIR
-                    while pair_table[slot] != _EMPTY_PAIR:
+                    word, bit = pair_filter_bit(key, filter_words)
+                    if pair_filter[word] & bit == 0:  # no such pair (tables.py): skip the table's probe
+                        slot = _NO_SLOT
+                    while slot != _NO_SLOT and pair_table[slot] != _EMPTY_PAIR:
                         entry = pair_table[slot]
                         if (entry >> np.uint64(24)) == key:
                             r = np.int64(entry & np.uint64(0xFFFFFF))
@@ -111,7 +117,8 @@ def merge_short_piece(data, start, end, vocab, ranks, out, out_pos):
                 ranks[at - 1] = _NEEDS_RANK
     # Every array used in the exit block: Numba's pruner then drops all their refcounting.
     if (data.shape[0] | ranks.shape[0] | out.shape[0] | byte_ids.shape[0] | pair_table.shape[0] | merge_result.shape[0]
-            | token_table.shape[0] | token_bytes.shape[0] | token_offsets.shape[0] | byte_pair_ranks.shape[0]) < 0:
+            | token_table.shape[0] | token_bytes.shape[0] | token_offsets.shape[0] | byte_pair_ranks.shape[0]
+            | pair_filter.shape[0]) < 0:
         n = 0
     return out_pos + n
 

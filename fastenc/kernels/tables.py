@@ -6,6 +6,11 @@ Two tables back the BPE merge loop:
   ``(left << 20 | right) << 24 | rank``. Key and value share the slot so a probe touches one
   cache line; an empty slot is all ones. Ids must be < 2**20 - 1 and ranks < 2**24
   (checked by ``fastenc.vocab`` before building).
+* the **pair filter** (``uint64[F]``): one bit per hash of every pair in the pair table, set.
+  Most pairs a merge loop asks about merge into nothing (56% of the lookups of a first pass
+  over docs.parquet); a clear bit answers those from 64 KB (GPT-2) that stay in the CPU's
+  caches, where the pair table (1-2 MB) is evicted by the piece caches a first pass fills (its
+  probe was 11% of such a pass; bench/RESULTS.md, "Session 10").
 * the **token table** (``int32[cap]``): token id per slot (-1 = empty), keyed by the token's
   bytes, which live in ``token_bytes[token_offsets[id]:token_offsets[id + 1]]``. It answers
   "is this whole piece a token?" (tiktoken's first step, HF's ``ignore_merges``).
@@ -26,6 +31,8 @@ MAX_RANK = (1 << RANK_BITS) - 1
 NO_RANK = -1
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+FILTER_MUL = np.uint64(0xC2B2AE3D27D4EB4F)  # the pair filter's hash: another multiplier than the table's
+PAIR_FILTER_BITS_PER_PAIR = 8  # ~10% false positives
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 
@@ -72,6 +79,33 @@ def build_pair_table(lefts, rights, ranks, capacity):
                 break
             slot = (slot + 1) & mask
     return table
+
+
+@njit(cache=True, forceinline=True)
+def pair_filter_bit(key, n_words):
+    """``(word, bit)`` of a pair's key (``left << 20 | right``) in a pair filter of ``n_words`` words
+    (a power of two)."""
+    b = ((key * FILTER_MUL) >> np.uint64(32)) & (np.uint64(n_words) * np.uint64(64) - np.uint64(1))
+    return b >> np.uint64(6), np.uint64(1) << (b & np.uint64(63))
+
+
+@njit(cache=True)
+def build_pair_filter(pair_table):
+    """The pair filter of a pair table: ``PAIR_FILTER_BITS_PER_PAIR`` bits per pair (a power of two
+    of 64-bit words), the bit of each pair's key set."""
+    n = 0
+    for slot in range(pair_table.shape[0]):
+        n += pair_table[slot] != EMPTY_PAIR_SLOT
+    words = 1
+    while words * 64 < PAIR_FILTER_BITS_PER_PAIR * n:
+        words *= 2
+    filt = np.zeros(words, dtype=np.uint64)
+    for slot in range(pair_table.shape[0]):
+        entry = pair_table[slot]
+        if entry != EMPTY_PAIR_SLOT:
+            word, bit = pair_filter_bit(entry >> np.uint64(RANK_BITS), words)
+            filt[word] |= bit
+    return filt
 
 
 @njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)

@@ -93,7 +93,8 @@ def merge_short_piece(data, start, end, vocab, ranks, out, out_pos):
                     r = _NO_PAIR
                     word, bit = pair_filter_bit(key, filter_words)
                     if pair_filter[word] & bit == 0:  # no such pair (tables.py): skip the table's probe
-                        slot = _NO_SLOT
+                        slot = _NO_SLOT  # (the slot is hashed first, beside the filter's load: an `if` around the
+                        # probe, hashing after the filter's answer, measured a 2% slower first pass)
                     while slot != _NO_SLOT and pair_table[slot] != _EMPTY_PAIR:
                         entry = pair_table[slot]
                         if (entry >> np.uint64(24)) == key:

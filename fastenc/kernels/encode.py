@@ -200,8 +200,8 @@ def encode_narrow(data, start, end, vocab, classes, caches, scratch, out, out_po
 
     ``classes=None`` (``Encoder.kernel_classes`` of a URL vocabulary) compiles a loop of its own
     with the URL pre-tokenizer only: Numba drops the ``classes is not None`` blocks from it, so a
-    URL run does not compile the GPT-2 pre-tokenizer (encode_run 8.6 -> 3.0 s of a cold quick start,
-    bench/RESULTS.md "Session 10"). Any class table works for a URL vocabulary too.
+    URL run does not compile the GPT-2 pre-tokenizer (encode_run 8.66 -> 3.27 s of a cold quick start
+    before the kernels were forceinline; bench/RESULTS.md "Session 10"). Any class table works for a URL vocabulary too.
     """
     if classes is None and (vocab.config[cfg.PRETOKENIZER] != cfg.PRETOK_URL or vocab.config[cfg.VOCAB_SIZE] > NARROW_VOCAB):
         raise ValueError("encode_narrow: classes=None is for a URL vocabulary of at most 65,536 ids; pass Encoder.classes")

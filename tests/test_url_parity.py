@@ -211,12 +211,14 @@ def test_the_url_loop_of_its_own_matches_the_class_table_loop(enc):
     import numpy as np
     from numba import njit
 
-    from fastenc.kernels.encode import encode_narrow, new_scratch
+    from fastenc.kernels.encode import encode_with, new_scratch
     from fastenc.kernels.piece_cache import new_piece_caches
 
     @njit
     def run(data, vocab, classes, caches, out):
-        return encode_narrow(data, 0, data.shape[0], vocab, classes, caches, new_scratch(), out, 0)
+        # (encode_with: it hands encode_narrow read-only data and int64 positions, the loops' only
+        # types, which tests/test_encoder_gpt2.py checks in the shared kernel cache)
+        return encode_with(data, 0, data.shape[0], vocab, classes, caches, new_scratch(), out, 0)
 
     assert enc.kernel_classes is None and enc.classes is not None
     data = np.frombuffer(" ".join(CARD_CASES + synthetic_urls()[:200]).encode(), np.uint8)

@@ -277,12 +277,16 @@ def _pid_of_unit(i: int) -> int:
     return os.getpid()
 
 
-def test_the_command_process_encodes_units_beside_the_spawned_workers():
+def test_the_command_process_encodes_units_beside_the_spawned_workers(monkeypatch):
     # --workers 2: this process and one started worker; the worker's first unit (0) is its own,
     # this process takes the next units from the front too, and its thread count is restored after.
+    # (Spawned: a forked worker can finish every tiny unit before this process takes one.)
     import numba
 
+    from fastenc.run.forking import START_METHOD_ENV
     from fastenc.run.units import map_units
+
+    monkeypatch.setenv(START_METHOD_ENV, "spawn")
 
     before = numba.get_num_threads()
     results = map_units(_pid_of_unit, list(range(6)), workers=2, threads=1)

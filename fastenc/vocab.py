@@ -75,6 +75,8 @@ class Vocab(NamedTuple):
                                 and y, see fastenc.kernels.segments
     byte_pair_ranks int32[65536] x << 8 | y -> rank of merging byte x with byte y, or -1
     pair_filter    uint64[F]    a bit per pair in pair_table (most pairs asked about are not there)
+    token_heads    uint64[V]    id -> its bytes and length in one word, for tokens of up to 7 bytes
+                                (``fastenc.kernels.tables.build_token_heads``)
     config         int64[4]     see fastenc.kernels.config: merge rule, whole-piece lookup, pre-tokenizer, size
     """
 
@@ -87,6 +89,7 @@ class Vocab(NamedTuple):
     joinable: np.ndarray
     byte_pair_ranks: np.ndarray
     pair_filter: np.ndarray
+    token_heads: np.ndarray
     config: np.ndarray
 
 
@@ -567,7 +570,7 @@ def _kernel_tables(byte_ids, lefts, rights, ranks, merge_result, token_bytes, to
     config[cfg.VOCAB_SIZE] = vocab_size
     tables_ = Vocab(byte_ids, pair_table, merge_result, token_bytes, token_offsets, token_table,
                     np.ones(1 << 16, dtype=np.uint8), tables.build_byte_pair_ranks(pair_table, byte_ids),
-                    tables.build_pair_filter(pair_table), config)
+                    tables.build_pair_filter(pair_table), tables.build_token_heads(token_bytes, token_offsets), config)
     differs = np.zeros(vocab_size, dtype=np.bool_)
     if whole_piece_lookup:
         differs = segments.tokens_merging_differently(tables_, include)

@@ -381,7 +381,7 @@ def test_the_wide_memo_gives_back_21_bit_ids_and_refuses_what_is_not_the_piece(p
         if slot < 0:
             return None
         out = np.full(len(data), 7, dtype=np.uint32)
-        end = wide_memo_emit(memo, slot, enc.vocab.token_bytes, enc.vocab.token_offsets, data, 0, len(data), out, 0)
+        end = wide_memo_emit(memo, slot, enc.vocab.token_heads, enc.vocab.token_bytes, enc.vocab.token_offsets, data, 0, len(data), out, 0)
         return -1 if end < 0 else out[:end].tolist()
 
     for piece, ids in stored.items():

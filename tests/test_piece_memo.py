@@ -53,7 +53,7 @@ def _emit(memo, enc, piece: bytes):
     if slot < 0:
         return None
     out = np.full(len(data), 65535, dtype=np.uint16)
-    end = memo_emit(memo, slot, enc.vocab.token_bytes, enc.vocab.token_offsets, data, 0, len(data), out, 0)
+    end = memo_emit(memo, slot, enc.vocab.token_heads, enc.vocab.token_bytes, enc.vocab.token_offsets, data, 0, len(data), out, 0)
     return -1 if end < 0 else out[:end].tolist()
 
 
@@ -175,3 +175,37 @@ def test_a_piece_the_filter_wrongly_reports_held_is_still_stored(gpt2, tiktoken_
     first, warm = _encode_twice(gpt2, texts, caches)
     assert first == warm == expected
     assert memo[_ENTRIES] >= 8
+
+
+@pytest.mark.parametrize("name", ["gpt2", "cl100k_base"])
+def test_token_heads_hold_each_short_token_and_mark_the_others(name):
+    from fastenc.kernels.tables import HEAD_LONG, HEAD_MAX_BYTES
+
+    vocab = fastenc.load(name).vocab
+    heads, offsets, raw = vocab.token_heads, vocab.token_offsets, vocab.token_bytes.tobytes()
+    assert len(heads) == len(offsets) - 1
+    for tid in range(len(heads)):
+        token = raw[offsets[tid]:offsets[tid + 1]]
+        if 1 <= len(token) <= HEAD_MAX_BYTES:
+            assert int(heads[tid]) == int.from_bytes(token, "little") | len(token) << 56, tid
+        else:
+            assert heads[tid] == HEAD_LONG, tid
+
+
+def test_a_forged_entry_is_caught_on_tokens_of_every_length(gpt2):
+    # Ids whose bytes are the piece's except for one byte, at every position, in tokens of 1..7
+    # bytes (checked against their heads) and of 8 or more (checked byte by byte): each is refused.
+    piece = " internationalization Donaudampfschiffahrt".encode()
+    ids = gpt2.encode(piece.decode())
+    assert any(len(gpt2.decode_bytes([t])) > 7 for t in ids) and any(len(gpt2.decode_bytes([t])) <= 7 for t in ids)
+    memo = new_piece_memo(1 << 8, 1 << 12, 1 << 4)
+    _store(memo, gpt2, piece)
+    assert _emit(memo, gpt2, piece) == ids
+    for k in range(len(piece)):
+        other = bytearray(piece)
+        other[k] = ord("#") if other[k] != ord("#") else ord("$")
+        data = _u8(bytes(other))
+        out = np.empty(len(data), dtype=np.uint16)
+        slot = memo_find(memo, np.uint64(_hash(_u8(piece), 0, len(piece))))  # the stored entry, as a collision would find it
+        v = gpt2.vocab
+        assert memo_emit(memo, slot, v.token_heads, v.token_bytes, v.token_offsets, data, 0, len(data), out, 0) == -1, k

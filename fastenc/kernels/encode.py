@@ -401,7 +401,7 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
                 hit = memo_find(caches.memo, np.uint64(ring[slot + _U3]))
                 new_pos = -1
                 if hit >= 0:
-                    new_pos = memo_emit(caches.memo, hit, vocab.token_bytes, vocab.token_offsets,
+                    new_pos = memo_emit(caches.memo, hit, vocab.token_heads, vocab.token_bytes, vocab.token_offsets,
                                         data, pos, piece_end, out, out_pos)
                 if new_pos < 0:
                     # Not held after all (the filter's false positive), or a tag collision (ids

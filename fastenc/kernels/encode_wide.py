@@ -246,7 +246,7 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
                     in_memo = False
                     continue
                 if whole != _MEMO_BEGIN:  # (a first part is encoded below)
-                    new_pos = wide_memo_emit(memo, _MEMO_HIT - whole, vocab.token_bytes, vocab.token_offsets,
+                    new_pos = wide_memo_emit(memo, _MEMO_HIT - whole, vocab.token_heads, vocab.token_bytes, vocab.token_offsets,
                                              data, pos, piece_end, out, out_pos)
                     if new_pos < 0:  # a tag collision: the whole piece merged (as its parts would be)
                         if work.shape[0] < 7 * n:

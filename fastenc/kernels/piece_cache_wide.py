@@ -268,7 +268,7 @@ def _memo_id(memo, arena, k):
 
 
 @njit(cache=True, **NO_REFCOUNTING)
-def wide_memo_emit(memo, slot, token_bytes, token_offsets, data, start, end, out, out_pos):
+def wide_memo_emit(memo, slot, token_heads, token_bytes, token_offsets, data, start, end, out, out_pos):
     """``piece_memo.memo_emit`` for a memo filled by ``wide_memo_store`` (same contract: the ids
     of table slot ``slot`` to ``out[out_pos:]``, each checked against the piece's bytes; -1 when they
     are not its bytes, a tag collision)."""
@@ -281,7 +281,7 @@ def wide_memo_emit(memo, slot, token_bytes, token_offsets, data, start, end, out
     for j in range(count if differ == 0 else 0):
         tid = _memo_id(memo, arena, at + np.uint64(j))
         out[np.uint64(out_pos + j)] = tid
-        other, length = token_differs(token_bytes, token_offsets, tid, data, p, end)
+        other, length = token_differs(token_heads, token_bytes, token_offsets, tid, data, p, end)
         differ |= other
         p += length
     return out_pos + count if differ == 0 and p == end else -1

@@ -50,6 +50,7 @@ from numba import njit
 
 from fastenc.kernels.jit import NO_REFCOUNTING
 from fastenc.kernels.loads import load_word, prefetch
+from fastenc.kernels.tables import HEAD_MAX_BYTES
 
 MEMO_MIN_BYTES = 16  # shorter pieces are the piece caches' (piece_cache.py)
 MEMO_MAX_BYTES = 4096  # longer ones are rare and seldom repeat: not worth their arena room
@@ -172,18 +173,24 @@ def memo_find(memo, h):
 
 
 @njit(cache=True, forceinline=True)
-def token_differs(token_bytes, token_offsets, tid, data, p, end):
+def token_differs(token_heads, token_bytes, token_offsets, tid, data, p, end):
     """``(differ, length)``: ``differ`` non-zero unless token ``tid``'s bytes are ``data[p:p + length]``
     within ``end``, ``length`` its byte count. The check of a memo hit (here and in the wide loop's
-    memo, piece_cache_wide.py): ids that decode to the piece's own bytes are its encoding."""
-    tid = min(tid, np.uint64(token_offsets.shape[0] - 2))  # (reads stay in bounds; a memo belongs to one vocabulary)
-    a = token_offsets[tid]
-    length = token_offsets[tid + np.uint64(1)] - a
+    memo, piece_cache_wide.py): ids that decode to the piece's own bytes are its encoding.
+
+    A token of up to 7 bytes (nearly every id of a long piece) is checked against its head
+    (``Vocab.token_heads``: its bytes and length in one word), one load and one masked compare;
+    a longer one byte by byte. (A token that runs past ``end`` is caught by the caller, whose
+    lengths then do not add up to the piece's.)"""
+    tid = min(tid, np.uint64(token_heads.shape[0] - 1))  # (reads stay in bounds; a memo belongs to one vocabulary)
+    head = token_heads[tid]
+    length = np.int64(head >> np.uint64(56))
     differ = np.uint64(0)
-    if 1 <= length <= 8 and a + 8 <= token_bytes.shape[0] and p + 8 <= data.shape[0]:
-        # The common case, without a branch on the bytes: both sides as one masked word.
-        differ = (load_word(token_bytes, a) ^ load_word(data, p)) & (_ONES >> np.uint64(64 - 8 * length))
+    if length <= HEAD_MAX_BYTES and p + 8 <= data.shape[0]:
+        differ = (head ^ load_word(data, p)) & (_ONES >> np.uint64(64 - 8 * length))
     else:
+        a = token_offsets[tid]
+        length = token_offsets[tid + np.uint64(1)] - a
         for q in range(length):
             if p + q >= end or token_bytes[a + q] != data[p + q]:
                 differ = np.uint64(1)
@@ -193,7 +200,7 @@ def token_differs(token_bytes, token_offsets, tid, data, p, end):
 
 
 @njit(cache=True, **NO_REFCOUNTING)
-def memo_emit(memo, slot, token_bytes, token_offsets, data, start, end, out, out_pos):
+def memo_emit(memo, slot, token_heads, token_bytes, token_offsets, data, start, end, out, out_pos):
     """Copy the ids of the entry in table slot ``slot`` (from ``memo_find``) to ``out[out_pos:]``,
     checking that their bytes are ``data[start:end]``; returns the new position, or -1 when they
     are not (a tag collision: then ``out`` past ``out_pos`` holds scratch). Writes at most
@@ -208,7 +215,7 @@ def memo_emit(memo, slot, token_bytes, token_offsets, data, start, end, out, out
         k = at + np.uint64(j)
         tid = (memo[arena + (k >> np.uint64(2))] >> ((k & np.uint64(3)) << np.uint64(4))) & _U16
         out[np.uint64(out_pos + j)] = tid
-        other, length = token_differs(token_bytes, token_offsets, tid, data, p, end)
+        other, length = token_differs(token_heads, token_bytes, token_offsets, tid, data, p, end)
         differ |= other
         p += length
     return out_pos + count if differ == 0 and p == end else -1

@@ -108,6 +108,32 @@ def build_pair_filter(pair_table):
     return filt
 
 
+HEAD_MAX_BYTES = 7  # a token head holds the bytes of a token of up to 7 bytes, and its length
+HEAD_LONG = np.uint64(0xFF) << np.uint64(56)  # the head of a longer (or empty) token: read its bytes
+
+
+@njit(cache=True)
+def build_token_heads(token_bytes, token_offsets):
+    """One ``uint64`` per id: the bytes of a token of 1..7 bytes (little-endian, zero padded) with
+    its length in the top byte; ``HEAD_LONG`` for any other token. A memo hit is checked id by id
+    against the piece (piece_memo.token_differs): with the heads that is one load per id, where
+    ``token_offsets`` then ``token_bytes`` were two dependent ones, from tables of 730 KB together
+    for GPT-2, more than a 512 KB L2 holds (bench/RESULTS.md, "Session 11")."""
+    n = token_offsets.shape[0] - 1
+    heads = np.empty(n, dtype=np.uint64)
+    for tid in range(n):
+        a = token_offsets[tid]
+        length = token_offsets[tid + 1] - a
+        if 1 <= length <= HEAD_MAX_BYTES:
+            h = np.uint64(length) << np.uint64(56)
+            for k in range(length):
+                h |= np.uint64(token_bytes[a + k]) << np.uint64(8 * k)
+            heads[tid] = h
+        else:
+            heads[tid] = HEAD_LONG
+    return heads
+
+
 @njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _hash_bytes(data, start, end):
     h = _FNV_OFFSET

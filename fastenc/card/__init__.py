@@ -91,8 +91,9 @@ def _write_locked(out: Path, fmt: str) -> Path:
 
 
 def _fsync_dir(directory: Path) -> None:
-    """fsync the folder after the rename. Not through ``fastenc.run.faults``: the card of a shared
-    URL folder is rewritten after a shard's commit and is not one of the run's commit steps."""
+    """fsync the folder after the rename. Not through ``fastenc.run.faults``: this rewrite of a
+    shared URL folder's card (``fastenc card``, or after a sidecar-last commit) is not one of a
+    run's commit steps."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         with contextlib.suppress(OSError):  # some file systems cannot fsync a folder

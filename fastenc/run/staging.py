@@ -11,18 +11,29 @@ The rule (docs/atomic-output.md):
   of others in it are moved back into the new ``OUT``).
 - **New folder** (urls, when ``OUT`` holds no file yet): the staging folder is renamed onto the
   absent (or empty) ``OUT`` (``publish_new``); the rename refuses a folder that has entries, so
-  a run that finds ``OUT`` created meanwhile by another shard's run falls back to:
-- **Manifest publication** (urls, whose ``OUT`` is shared by many shards): the staged entries are
-  renamed into ``OUT`` and the manifest (the sidecar) is renamed last -- that rename is the commit.
-  A data file whose manifest is missing is a leftover that readers refuse and a rerun deletes.
+  a run that finds ``OUT`` created meanwhile by another shard's run publishes into it as below.
+- **Folder swap** (urls, a shard added to an ``OUT`` shared by many shards; ``publish_swap``):
+  every fastenc writer of ``OUT`` holds ``out_lock`` (``flock`` on ``OUT.fastenc-lock`` beside it).
+  ``OUT.swap-<pid>-<hex>`` beside ``OUT`` gets hard links to every file of ``OUT`` and to the staged
+  entries, and the card; ``renameat2(RENAME_EXCHANGE)`` of it and ``OUT`` is the commit. Before
+  it ``OUT`` is the old complete folder, after it the new one; open files keep working, a listing
+  sees either. Then files another program added meanwhile move from the old folder (now at the
+  swap name) into ``OUT``, and the old folder is deleted. A swap folder left by a dead process is
+  deleted, never put back: ``OUT`` is complete on either side of the exchange.
+- **Manifest publication**, the fallback where the swap cannot be done (not Linux, no
+  ``RENAME_EXCHANGE`` or hard links: ``EINVAL``, ``ENOSYS``, ``EXDEV``, ``EPERM``, ``EOPNOTSUPP``;
+  or ``FASTENC_SWAP=0``; ``publish_into``): the staged entries are renamed into ``OUT`` and the
+  manifest (the sidecar) is renamed last -- that rename is the commit. A data file whose
+  manifest is missing is a leftover that readers refuse and a rerun deletes.
 - Cleanup after an exception is decided from where the files are, never from how far a loop got:
   Ctrl-C can arrive just after a rename has happened (``faults.RENAMED`` lets tests stop there).
-- A rerun first cleans up: staging folders (and legacy ``*.tmp-<pid>-<hex>`` files) of processes
-  that are gone are deleted; an ``OUT.old-*`` of a dead process is put back as ``OUT`` if the
-  commit never happened, else deleted.
+- A rerun first cleans up: staging and swap folders (and legacy ``*.tmp-<pid>-<hex>`` files) of
+  processes that are gone are deleted; an ``OUT.old-*`` of a dead process is put back as ``OUT``
+  if the commit never happened, else deleted.
 
-Every mkdir, write, fsync and rename here goes through ``fastenc.run.faults.step`` first, so a
-test can fail any one of them.
+Every mkdir, write, fsync, rename, hard link and exchange here goes through
+``fastenc.run.faults.step`` first (a rename and an exchange also just after), so a test can fail
+any one of them.
 """
 from __future__ import annotations
 
@@ -160,7 +171,8 @@ class Stage:
     Files are opened by their path relative to the output (``stage.open("b1/part_00.bin")``);
     folders are created as needed. ``finish()`` fsyncs every file and folder; ``discard()``
     deletes the whole folder. A stage can be published by ``publish_folder`` (its folder becomes
-    ``OUT``) or ``publish_into`` (its entries move into an existing ``OUT``, the manifest last);
+    ``OUT``), ``publish_swap`` (linked into a rebuilt ``OUT`` swapped in) or ``publish_into`` (its
+    entries move into an existing ``OUT``, the manifest last);
     a future map/reduce run can also keep finished stages as units and publish them in a reduce step.
     """
 

@@ -217,6 +217,29 @@ def test_a_shard_into_an_existing_out_is_one_exchange_and_the_fallback_is_sideca
         assert temporaries(tmp_path) == []
 
 
+def test_files_another_program_adds_during_the_swap_are_kept(source, tmp_path):
+    """A file created in OUT after the links were made, or replaced there by a rename (an editor's
+    save), is in the old folder only: after the exchange it is moved into the new OUT."""
+    out = tmp_path / "out"
+    encode(source, out, 1)
+    (out / "notes.txt").write_text("old")
+    (out / "tokenizer" / "mine.txt").write_text("x")
+
+    def meanwhile(op, path):
+        if op == "exchange":  # the rebuilt folder is complete; OUT is still the old one
+            (out / "late.txt").write_text("late")
+            (out / "notes.tmp").write_text("new")
+            os.replace(out / "notes.tmp", out / "notes.txt")
+            (out / "tokenizer" / "late.txt").write_text("y")
+
+    with faults.inject(meanwhile):
+        encode(source, out, 0)
+    assert (out / "tokens-s00000.json").is_file()
+    assert (out / "late.txt").read_text() == "late" and (out / "notes.txt").read_text() == "new"
+    assert (out / "tokenizer" / "late.txt").read_text() == "y" and (out / "tokenizer" / "mine.txt").read_text() == "x"
+    assert not (out / "notes.tmp").exists() and temporaries(tmp_path) == []
+
+
 WAIT_FOR_OTHER = """
 import os, sys, time
 from pathlib import Path

@@ -278,7 +278,8 @@ def test_two_shards_published_at_once_both_end_committed(source, tmp_path):
     while not list(tmp_path.glob("out.swap-*")) and a.poll() is None and time.time() < deadline:
         time.sleep(0.05)
     b = subprocess.Popen(args + ["1", str(tmp_path)], env=env, stderr=subprocess.PIPE, text=True)
-    assert a.wait(timeout=300) == 0 and b.wait(timeout=300) == 0, a.stderr.read() + b.stderr.read()
+    (_, err_a), (_, err_b) = a.communicate(timeout=300), b.communicate(timeout=300)
+    assert a.returncode == 0 and b.returncode == 0, err_a + err_b
     assert (tmp_path / "b-ready").exists()
     assert files(out) == files(clean)
     assert cli.main(["verify", str(out), "-q"]) == 0

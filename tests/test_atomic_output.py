@@ -6,8 +6,9 @@ must leave no file under a final name unless the whole output is complete, and a
 must finish byte-identical to a run that was never interrupted.
 
 ``urls`` writes into a new ``OUT`` (published whole, by one rename, like gpt2 and bytes);
-``urls_shared`` adds shard 0 to an ``OUT`` that already holds shard 1 (committed by the sidecar's
-rename): there the states allowed are "shard 0 absent" and "shard 0 complete".
+``urls_shared`` adds shard 0 to an ``OUT`` that already holds shard 1 (committed by one exchange
+of a rebuilt folder, ``renameat2(RENAME_EXCHANGE)``): there the states allowed are "shard 0
+absent" and "shard 0 complete". The sidecar-last fallback is tested in tests/test_urls_commit.py.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from fastenc.errors import FastencError, InterruptedAfterPublish, OutputError
-from fastenc.run import faults
+from fastenc.run import faults, staging
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
@@ -78,7 +79,17 @@ def snapshot(out: Path) -> dict[str, bytes]:
 
 
 def temporaries(parent: Path) -> list[str]:
-    return sorted(str(p.relative_to(parent)) for p in parent.rglob("*") if ".tmp-" in p.name or ".old-" in p.name)
+    return sorted(str(p.relative_to(parent)) for p in parent.rglob("*") if any(k in p.name for k in (".tmp-", ".old-", ".swap-")))
+
+
+#: the steps that publish: a rename, or the exchange of a shared folder with its rebuilt copy
+COMMITS = ("rename", "exchange")
+#: the ops only a shard added to a shared OUT takes
+SWAP_OPS = {"link", "exchange"}
+
+
+def commit_ops(when: str) -> tuple[str, ...]:
+    return COMMITS if when == "rename" else (when,)
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +129,8 @@ def fault_points(steps: list) -> list[int]:
         picks += sorted({idx[0], idx[-1]})
     picks.sort()
     # keep the test short: every rename and fsync of a directory, and an even sample of the rest
-    must = [i for i in picks if steps[i - 1][0] == "rename" or steps[i - 1][1].is_dir()]
+    links = [i for i in picks if steps[i - 1][0] == "link"]
+    must = [i for i in picks if steps[i - 1][0] in COMMITS or steps[i - 1][1].is_dir() or i in links[:1] + links[-1:]]
     rest = [i for i in picks if i not in must]
     return sorted(must + rest[:: max(1, len(rest) // 12)])
 
@@ -133,7 +145,8 @@ def assert_complete_or_absent(out: Path, want: dict, base: dict) -> None:
 @pytest.mark.parametrize("name", list(RECIPES))
 def test_a_fault_at_any_step_publishes_nothing_and_a_rerun_finishes(name, reference, tmp_path):
     want, steps, base = reference[name]
-    assert {op for op, _ in steps} == set(faults.OPS)
+    # a shard added to a shared OUT renames nothing: it links and exchanges
+    assert {op for op, _ in steps} == set(faults.OPS) - ({"rename"} if name == "urls_shared" else SWAP_OPS)
     points = fault_points(steps)
     assert len(points) >= 8
     for k in points:
@@ -151,7 +164,8 @@ def test_a_fault_at_any_step_publishes_nothing_and_a_rerun_finishes(name, refere
 
 
 def renames_of(steps: list) -> int:
-    return sum(op == "rename" for op, _ in steps)
+    """Renames and exchanges: each is followed by a ``RENAMED`` step."""
+    return sum(op in COMMITS for op, _ in steps)
 
 
 @pytest.mark.parametrize("when", ["rename", faults.RENAMED])
@@ -166,7 +180,7 @@ def test_ctrl_c_at_any_rename_publishes_all_or_nothing(name, when, reference, tm
         out = tmp_path / f"r{r}" / "out"
         if base:
             run_urls_shared_base(out)
-        hook = faults.FailAt(r, KeyboardInterrupt(), ops=(when,))
+        hook = faults.FailAt(r, KeyboardInterrupt(), ops=commit_ops(when))
         with faults.inject(hook), pytest.raises(KeyboardInterrupt) as exc:
             RECIPES[name](out)
         have = snapshot(out) if out.exists() else {}
@@ -175,7 +189,7 @@ def test_ctrl_c_at_any_rename_publishes_all_or_nothing(name, when, reference, tm
         assert temporaries(out.parent) == []
         RECIPES[name](out)
         assert snapshot(out) == want
-        assert sorted(p.name for p in out.parent.iterdir()) == ["out"]  # no spills left either
+        assert sorted(p.name for p in out.parent.iterdir() if p.name != "out" + staging.LOCK_SUFFIX) == ["out"]  # no spills either
 
 
 @pytest.mark.parametrize("when", ["rename", faults.RENAMED])
@@ -184,7 +198,7 @@ def test_ctrl_c_at_the_commit_keeps_the_previous_output(name, when, reference, t
     """--overwrite of an earlier output, interrupted just before or after every rename: the old
     output or the new one, never a mix; the rerun finishes."""
     want, _, _ = reference[name]
-    rec = faults.Recorder(ops=("rename",))
+    rec = faults.Recorder(ops=COMMITS)
     for r in range(0, 99):
         out = tmp_path / f"r{r}" / "out"
         RECIPES[name](out)
@@ -193,14 +207,14 @@ def test_ctrl_c_at_the_commit_keeps_the_previous_output(name, when, reference, t
         old["request"]["options"]["stale"] = True  # the same files, but another request: must be redone
         manifest.write_text(json.dumps(old))
         before = snapshot(out)
-        if r == 0:  # count the renames of a replacement (the old output is moved aside first)
+        if r == 0:  # count the renames of a replacement (the old output is moved aside first; a shard: one exchange)
             with faults.inject(rec):
                 _overwrite(name, out)
-            assert snapshot(out) == want and len(rec.steps) >= 2
+            assert snapshot(out) == want and len(rec.steps) >= (1 if name.startswith("urls") else 2)
             continue
         if r > len(rec.steps):
             break
-        hook = faults.FailAt(r, KeyboardInterrupt(), ops=(when,))
+        hook = faults.FailAt(r, KeyboardInterrupt(), ops=commit_ops(when))
         with faults.inject(hook), pytest.raises(KeyboardInterrupt):
             _overwrite(name, out)
         assert hook.fired is not None
@@ -226,7 +240,7 @@ def _overwrite(name: str, out: Path) -> None:
 KILL_SCRIPT = """
 import os, signal, sys
 sys.path.insert(0, {tests!r})
-from fastenc.run import faults
+from fastenc.run import faults, staging
 from test_atomic_output import RECIPES
 name, op, n, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 with faults.inject(faults.FailAt(n, lambda: os.kill(os.getpid(), signal.SIGKILL), ops=(op,))):
@@ -236,18 +250,16 @@ with faults.inject(faults.FailAt(n, lambda: os.kill(os.getpid(), signal.SIGKILL)
 
 @pytest.mark.parametrize("name", list(RECIPES))
 def test_kill_9_anywhere_then_a_plain_rerun_finishes(name, reference, tmp_path):
-    """A killed process cannot clean up: its staging folder stays. The rerun deletes it (its
-    process is gone). The documented exceptions to "as before or complete", both for a shard added to
-    a shared OUT: ``kill -9`` between the bin's and the sidecar's renames leaves that bin without its
-    sidecar (not output: tests/test_urls_commit.py), which the rerun deletes; just after the
-    sidecar's rename, the shard is committed but the folder's card is not rewritten yet (the rerun
-    does it)."""
+    """A killed process cannot clean up: its staging folder (and a shared OUT's rebuilt copy, or
+    the old folder it replaced) stays. The rerun deletes them (their process is gone). ``OUT`` is
+    as before or complete at every kill, the commit's rename or exchange and just after it included
+    (a shared OUT's card is part of its swap)."""
     want, steps, base = reference[name]
-    renames = renames_of(steps)
-    writes = sum(op == "write" for op, _ in steps)
+    count = {op: sum(o == op for o, _ in steps) for op in faults.OPS}
     script = KILL_SCRIPT.format(tests=str(REPO / "tests"))
-    kills = [("write", writes // 2), ("rename", renames), (faults.RENAMED, renames)]
-    kills += [("rename", renames - 1)] if renames > 1 else []
+    kills = [("write", count["write"] // 2), (faults.RENAMED, renames_of(steps))]
+    for op in ("rename", "exchange", "link"):
+        kills += sorted({(op, n) for n in (count[op], count[op] - 1, 1) if 1 <= n <= count[op]})
     for op, n in kills:
         out = tmp_path / f"{op}{n}" / "out"
         if base:
@@ -255,12 +267,7 @@ def test_kill_9_anywhere_then_a_plain_rerun_finishes(name, reference, tmp_path):
         proc = subprocess.run([sys.executable, "-c", script, name, op, str(n), str(out)], capture_output=True, text=True)
         assert proc.returncode == -9, proc.stderr
         have = {k: v for k, v in (snapshot(out) if out.exists() else {}).items() if ".tmp-" not in k}  # final names only
-        if name == "urls_shared" and (op, n) == ("rename", renames):  # killed just before the sidecar's rename
-            assert have == {**base, "tokens-s00000.bin": want["tokens-s00000.bin"]}
-        elif name == "urls_shared" and op == faults.RENAMED:  # just after it: committed, the shared card not yet rewritten
-            assert have == {**want, "README.md": base["README.md"]}
-        else:
-            assert have in (base, want), f"killed at {op} {n}"
+        assert have in (base, want), f"killed at {op} {n}"
         RECIPES[name](out)
         assert snapshot(out) == want
         assert temporaries(out.parent) == []

@@ -147,7 +147,9 @@ def test_kill_a_worker_then_rerun_finishes_identical(name, method, inputs, refer
 def test_kill_a_url_worker_then_rerun(inputs, reference, tmp_path):
     out = tmp_path / "out"
     args = ["urls", *map(str, inputs["urls"]), "-o", str(out), "-q", "--workers", "2", "--num-shards", str(NUM_SHARDS)]
-    failed = _cli(args, env={"FASTENC_FAULT": "rename:1:kill"})  # killed at its first shard's first rename
+    # killed just before its first shard's commit: OUT holds tokenizer/ already (put in place before the
+    # workers start), so each shard is published by one exchange of folders, not by renames
+    failed = _cli(args, env={"FASTENC_FAULT": "exchange:1:kill"})
     assert failed.returncode == 1 and "rerun the same command" in failed.stderr
     assert _cli(args).returncode == 0
     assert tree(out) == reference["urls"]

@@ -53,23 +53,24 @@ def render(out: str | os.PathLike) -> str:
 def write(out: str | os.PathLike) -> Path:
     """Rewrite ``out/README.md`` from the output's files: written to a temporary name, fsynced and
     renamed (a reader never sees half a card). For a shared URL folder the render and the rename
-    hold an exclusive lock on the folder, so that two shards finishing at once cannot leave a card
-    that misses one of them: the last writer renders after every commit before it."""
+    hold the lock of its writers (``staging.out_lock``, beside the folder), so that two shards
+    finishing at once cannot leave a card that misses one of them: the last writer renders after
+    every commit before it."""
     from fastenc.verify import detect_format
 
     out = Path(out)
-    detect_format(out)  # a folder that is no output gets its one-line error before any lock
+    fmt = detect_format(out)  # a folder that is no output gets its one-line error before any lock
     try:
-        return _write_locked(out)
+        return _write_locked(out, fmt)
     except OSError as exc:
         raise OutputError(f"cannot write {out / CARD}: {exc.strerror or exc}; check the permissions and the free space "
                           f"(`fastenc card {out} --print` shows the card without writing it)") from exc
 
 
-def _write_locked(out: Path) -> Path:
+def _write_locked(out: Path, fmt: str) -> Path:
     from fastenc.run import staging
 
-    with _locked(out):
+    with staging.out_lock(out) if fmt in ("urls", "fastenc-urls") else _locked(out):
         text = render(out)
         with contextlib.suppress(OSError):
             if (out / CARD).read_text(encoding="utf-8") == text:
@@ -90,8 +91,9 @@ def _write_locked(out: Path) -> Path:
 
 
 def _fsync_dir(directory: Path) -> None:
-    """fsync the folder after the rename. Not through ``fastenc.run.faults``: the card of a shared
-    URL folder is rewritten after a shard's commit and is not one of the run's commit steps."""
+    """fsync the folder after the rename. Not through ``fastenc.run.faults``: this rewrite of a
+    shared URL folder's card (``fastenc card``, or after a sidecar-last commit) is not one of a
+    run's commit steps."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         with contextlib.suppress(OSError):  # some file systems cannot fsync a folder

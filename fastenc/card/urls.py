@@ -1,8 +1,8 @@
 """The dataset card of a ``fastenc urls`` output folder (the shape of ``urls-tokenized.md``).
 
-``OUT`` is shared by many shards, each committed by its own sidecar's rename: the card covers the
-shards whose sidecar is there, and names any bin without one (an unfinished run's leftover, which
-is not part of the dataset).
+``OUT`` is shared by many shards, each committed with its own sidecar (docs/atomic-output.md): the
+card covers the shards whose sidecar is there, and names any bin without one (an unfinished
+run's leftover, which is not part of the dataset).
 """
 from __future__ import annotations
 

@@ -29,8 +29,8 @@ import numpy as np
 from fastenc.errors import InputError, UsageError
 
 _COUNT_STEP = 16 << 20
-# A URL shard is committed by its sidecar's rename (docs/atomic-output.md): a bin in an output
-# folder without its sidecar is what a run killed between the two renames leaves.
+# A URL shard is complete only with its sidecar (docs/atomic-output.md): a bin in an output folder
+# without its sidecar is what a run killed between the two renames leaves (the sidecar-last fallback).
 _LEFTOVER = ("a run that never committed left it (a shard is complete only once its sidecar is there); "
              "rerun the recipe for that shard, which deletes it")
 

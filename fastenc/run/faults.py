@@ -1,4 +1,5 @@
-"""Fault injection: one documented hook called before every write, fsync, rename and mkdir of a run.
+"""Fault injection: one documented hook called before every write, fsync, rename, mkdir, link and
+exchange of a run.
 
 Every file a recipe publishes goes through ``fastenc.run.staging``, and that module calls
 ``step(op, path)`` before each of those operations. Nothing happens unless a hook is installed
@@ -10,11 +11,13 @@ process to simulate a full disk, Ctrl-C or ``kill -9`` at exactly that point::
     with faults.inject(faults.FailAt(5, OSError(28, "No space left on device"))):
         encode_bytes(...)          # the 5th step raises
 
-``ops``: ``"mkdir"``, ``"write"``, ``"fsync"``, ``"rename"`` (each called before the operation),
-and ``"renamed"`` (``RENAMED``: called just after a rename returned, where a real Ctrl-C or
-``kill -9`` can land too: the rename has happened, the caller's bookkeeping has not). The hook is
+``ops``: ``"mkdir"``, ``"write"``, ``"fsync"``, ``"rename"``, ``"link"`` (a hard link into a
+rebuilt shared folder) and ``"exchange"`` (``renameat2(RENAME_EXCHANGE)`` of that folder and
+``OUT``, the commit of a shard added to a shared ``OUT``), each called before the operation, and
+``"renamed"`` (``RENAMED``: called just after a rename or an exchange returned, where a real
+Ctrl-C or ``kill -9`` can land too: it has happened, the caller's bookkeeping has not). The hook is
 process-wide (the URL recipe writes its bin from a background thread) and is meant for tests
-and drills, not for production runs. ``FailAt`` and ``Recorder`` count the four ``OPS`` unless
+and drills, not for production runs. ``FailAt`` and ``Recorder`` count the six ``OPS`` unless
 told otherwise (``ops=(RENAMED,)``), so the step numbers of a failure drill stay those of
 the operations that can fail.
 
@@ -34,8 +37,8 @@ from typing import Callable, Iterator
 
 __all__ = ["OPS", "RENAMED", "inject", "step", "FailAt", "Recorder", "install_from_env", "ENV"]
 
-OPS = ("mkdir", "write", "fsync", "rename")
-RENAMED = "renamed"  # after a rename: nothing can fail there, but a signal can arrive
+OPS = ("mkdir", "write", "fsync", "rename", "link", "exchange")
+RENAMED = "renamed"  # after a rename or an exchange: nothing can fail there, but a signal can arrive
 
 Hook = Callable[[str, Path], None]
 _hook: Hook | None = None
@@ -60,7 +63,7 @@ def inject(hook: Hook) -> Iterator[Hook]:
 
 
 class Recorder:
-    """A hook that records every step whose op is in ``ops`` (default: the four ``OPS``), as
+    """A hook that records every step whose op is in ``ops`` (default: the six ``OPS``), as
     ``(op, path)`` pairs: run once to list the fault points."""
 
     def __init__(self, ops: tuple[str, ...] = OPS):

@@ -17,8 +17,11 @@ system) into one ``OutputError`` line. An exception that arrives after the commi
 after the rename) leaves the published output as it is and says so (``InterruptedAfterPublish``).
 
 ``OUT`` shared by many units (``mode="into"``, urls) but holding no file yet is created by this
-run: it is staged whole beside ``OUT`` and appears by one rename, like a folder output; once it
-exists, each later unit moves its files in, its manifest last (docs/atomic-output.md).
+run: it is staged whole beside ``OUT`` and appears by one rename, like a folder output. Once it
+exists, each later unit is staged beside it too and, under the writers' lock
+(``staging.out_lock``), published by one exchange of a rebuilt folder, its card included
+(``staging.publish_swap``, Linux), or where that cannot be done by moving its files in, its
+manifest last (``staging.publish_into``) (docs/atomic-output.md).
 """
 from __future__ import annotations
 
@@ -192,10 +195,16 @@ def _refresh_shared_card(out: Path, fmt: str) -> None:
     try:
         card.write(out)
     except (OSError, FastencError) as exc:
-        import sys
+        _card_warning(out, exc)
 
-        print(f"fastenc: warning: the shard is published but {out / card.CARD} could not be rewritten ({exc}); "
-              f"run `fastenc card {out}`", file=sys.stderr)
+
+def _card_warning(out: Path, exc: BaseException) -> None:
+    import sys
+
+    from fastenc import card
+
+    print(f"fastenc: warning: the shard is published but {out / card.CARD} could not be rewritten ({exc}); "
+          f"run `fastenc card {out}`", file=sys.stderr)
 
 
 def _after_commit_error(exc: BaseException, out: Path) -> None:
@@ -327,11 +336,9 @@ class Run:
     def stage(self) -> staging.Stage:
         """The staging folder (created on first use)."""
         if self._stage is None:
-            if self.spec.mode == "folder" or self._fresh:
-                where = self.out.with_name(staging.temp_name(self.out.name))
-            else:
-                where = self.out / staging.temp_name("")
-            self._stage = staging.Stage(where)
+            # beside OUT, never in it: a shared OUT is replaced by a rebuilt folder (publish_swap)
+            out = Path(os.path.abspath(self.out)) if self.spec.mode == "into" else self.out
+            self._stage = staging.Stage(out.with_name(staging.temp_name(out.name)))
         return self._stage
 
     def publish(self, manifest: dict) -> None:
@@ -365,16 +372,39 @@ class Run:
         card.write_staged(stage, self.spec.format)
         if staging.publish_new(stage, self.out):
             return True
-        (stage.dir / card.CARD).unlink()  # the shared folder's card covers every shard: rewritten after the commit
-        self._check_unit_free(self.out)
+        (stage.dir / card.CARD).unlink()  # the shared folder's card covers every shard: made anew below
         return False
 
     def _publish_into(self, stage: staging.Stage, manifest: dict) -> None:
+        """A unit into an ``OUT`` that holds others, under the lock of its writers: by one exchange
+        of a rebuilt folder, the card in it, where the system can; else its manifest renamed in
+        last and the card rewritten after that commit (after the lock, which ``card.write`` takes)."""
+        spec, swapped = self.spec, False
         try:
-            staging.publish_into(stage, self.out, self.spec.manifest, self.spec.shared, self.spec.leftovers)
+            with staging.out_lock(self.out):
+                if self._fresh:  # OUT was created meanwhile by another unit's run
+                    self._check_unit_free(self.out)
+                swapped = staging.publish_swap(stage, self.out, spec.manifest, spec.shared, spec.leftovers, self._card_into)
+                if not swapped:
+                    staging.publish_into(stage, self.out, spec.manifest, spec.shared, spec.leftovers)
         finally:  # also when a step after the commit (the folder's fsync) failed
-            if _holds(self.out / self.spec.manifest, manifest):
-                _refresh_shared_card(self.out, self.spec.format)
+            if not swapped and _holds(self.out / spec.manifest, manifest):
+                _refresh_shared_card(self.out, spec.format)
+
+    def _card_into(self, swap: staging.Stage) -> None:
+        """The card of the rebuilt folder (every committed unit and this one) replaces the linked
+        old one, so that it appears with the commit. If it cannot be made, the old card stays."""
+        from fastenc import card
+        from fastenc.errors import FastencError
+
+        try:
+            text = card.render(swap.dir)
+        except FastencError as exc:
+            _card_warning(self.out, exc)
+            return
+        with contextlib.suppress(FileNotFoundError):
+            (swap.dir / card.CARD).unlink()
+        swap.write_text(card.CARD, text)
 
     # -- leaving ------------------------------------------------------------------------------
 

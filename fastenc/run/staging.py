@@ -11,18 +11,29 @@ The rule (docs/atomic-output.md):
   of others in it are moved back into the new ``OUT``).
 - **New folder** (urls, when ``OUT`` holds no file yet): the staging folder is renamed onto the
   absent (or empty) ``OUT`` (``publish_new``); the rename refuses a folder that has entries, so
-  a run that finds ``OUT`` created meanwhile by another shard's run falls back to:
-- **Manifest publication** (urls, whose ``OUT`` is shared by many shards): the staged entries are
-  renamed into ``OUT`` and the manifest (the sidecar) is renamed last -- that rename is the commit.
-  A data file whose manifest is missing is a leftover that readers refuse and a rerun deletes.
+  a run that finds ``OUT`` created meanwhile by another shard's run publishes into it as below.
+- **Folder swap** (urls, a shard added to an ``OUT`` shared by many shards; ``publish_swap``):
+  every fastenc writer of ``OUT`` holds ``out_lock`` (``flock`` on ``OUT.fastenc-lock`` beside it).
+  ``OUT.swap-<pid>-<hex>`` beside ``OUT`` gets hard links to every file of ``OUT`` and to the staged
+  entries, and the card; ``renameat2(RENAME_EXCHANGE)`` of it and ``OUT`` is the commit. Before
+  it ``OUT`` is the old complete folder, after it the new one; open files keep working, a listing
+  sees either. Then files another program added meanwhile move from the old folder (now at the
+  swap name) into ``OUT``, and the old folder is deleted. A swap folder left by a dead process is
+  deleted, never put back: ``OUT`` is complete on either side of the exchange.
+- **Manifest publication**, the fallback where the swap cannot be done (not Linux, no
+  ``RENAME_EXCHANGE`` or hard links: ``EINVAL``, ``ENOSYS``, ``EXDEV``, ``EPERM``, ``EOPNOTSUPP``;
+  or ``FASTENC_SWAP=0``; ``publish_into``): the staged entries are renamed into ``OUT`` and the
+  manifest (the sidecar) is renamed last -- that rename is the commit. A data file whose
+  manifest is missing is a leftover that readers refuse and a rerun deletes.
 - Cleanup after an exception is decided from where the files are, never from how far a loop got:
   Ctrl-C can arrive just after a rename has happened (``faults.RENAMED`` lets tests stop there).
-- A rerun first cleans up: staging folders (and legacy ``*.tmp-<pid>-<hex>`` files) of processes
-  that are gone are deleted; an ``OUT.old-*`` of a dead process is put back as ``OUT`` if the
-  commit never happened, else deleted.
+- A rerun first cleans up: staging and swap folders (and legacy ``*.tmp-<pid>-<hex>`` files) of
+  processes that are gone are deleted; an ``OUT.old-*`` of a dead process is put back as ``OUT``
+  if the commit never happened, else deleted.
 
-Every mkdir, write, fsync and rename here goes through ``fastenc.run.faults.step`` first, so a
-test can fail any one of them.
+Every mkdir, write, fsync, rename, hard link and exchange here goes through
+``fastenc.run.faults.step`` first (a rename and an exchange also just after), so a test can fail
+any one of them.
 """
 from __future__ import annotations
 
@@ -33,6 +44,7 @@ import os
 import re
 import secrets
 import shutil
+import sys
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -46,11 +58,17 @@ __all__ = [
     "publish_folder",
     "publish_new",
     "publish_into",
+    "publish_swap",
+    "out_lock",
+    "LOCK_SUFFIX",
+    "SWAP_ENV",
     "fsync_dir",
     "has_files",
 ]
 
-_TEMP_RE = re.compile(r"\.(tmp|old)-(\d+)-[0-9a-f]+$")
+#: ``tmp``: a staging folder or file; ``old``: an output renamed aside; ``swap``: a rebuilt shared
+#: folder before its exchange, or the replaced one after it (``publish_swap``)
+_TEMP_RE = re.compile(r"\.(tmp|old|swap)-(\d+)-[0-9a-f]+$")
 
 
 def temp_name(name: str, kind: str = "tmp") -> str:
@@ -153,7 +171,8 @@ class Stage:
     Files are opened by their path relative to the output (``stage.open("b1/part_00.bin")``);
     folders are created as needed. ``finish()`` fsyncs every file and folder; ``discard()``
     deletes the whole folder. A stage can be published by ``publish_folder`` (its folder becomes
-    ``OUT``) or ``publish_into`` (its entries move into an existing ``OUT``, the manifest last);
+    ``OUT``), ``publish_swap`` (linked into a rebuilt ``OUT`` swapped in) or ``publish_into`` (its
+    entries move into an existing ``OUT``, the manifest last);
     a future map/reduce run can also keep finished stages as units and publish them in a reduce step.
     """
 
@@ -323,6 +342,186 @@ def _undo_into(stage: Stage, out: Path, moving: list[str], old: list[str], aside
 
 
 # ----------------------------------------------------------------------------------------------
+# Publication by a folder swap (Linux): a shard added to a shared OUT in one step
+# ----------------------------------------------------------------------------------------------
+
+LOCK_SUFFIX = ".fastenc-lock"
+#: ``FASTENC_SWAP=0`` makes ``publish_swap`` decline, so that the sidecar-last rule is used (tests, drills)
+SWAP_ENV = "FASTENC_SWAP"
+#: what a kernel or file system that cannot hard-link or exchange answers: the sidecar-last rule then
+_NO_SWAP = {errno.EINVAL, errno.ENOSYS, errno.EXDEV, errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP}
+_SYS_RENAMEAT2 = {"x86_64": 316, "amd64": 316, "aarch64": 276, "arm64": 276}
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_libc = None
+
+
+@contextlib.contextmanager
+def out_lock(out: Path):
+    """The exclusive lock every fastenc writer of the shared folder ``out`` holds while it changes
+    it: ``flock`` on ``OUT.fastenc-lock`` beside ``out``. Not on ``out`` itself: a swap gives ``out``
+    another inode, and a lock on the old one would exclude nobody."""
+    import fcntl
+
+    fd = os.open(_beside(out, LOCK_SUFFIX), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _beside(out: Path, suffix: str) -> Path:
+    """``OUT<suffix>`` next to ``out`` (by its absolute path: ``-o .`` has no name of its own)."""
+    out = Path(os.path.abspath(out))
+    return out.with_name(out.name + suffix)
+
+
+def _renameat2_exchange(a: Path, b: Path) -> None:
+    """``renameat2(a, b, RENAME_EXCHANGE)``: ``a`` and ``b`` trade places in one step."""
+    global _libc
+    import ctypes
+    import platform
+
+    if not sys.platform.startswith("linux"):
+        raise OSError(errno.ENOSYS, "renameat2 is Linux-only", str(b))
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    args = (ctypes.c_int(_AT_FDCWD), os.fsencode(a), ctypes.c_int(_AT_FDCWD), os.fsencode(b), ctypes.c_uint(_RENAME_EXCHANGE))
+    if hasattr(_libc, "renameat2"):  # glibc 2.28 and later
+        r = _libc.renameat2(*args)
+    elif platform.machine().lower() in _SYS_RENAMEAT2:
+        _libc.syscall.restype = ctypes.c_long
+        r = _libc.syscall(ctypes.c_long(_SYS_RENAMEAT2[platform.machine().lower()]), *args)
+    else:
+        raise OSError(errno.ENOSYS, "renameat2 is not available", str(b))
+    if r != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), str(a), None, str(b))
+
+
+def _exchange(a: Path, b: Path) -> None:
+    faults.step("exchange", b)
+    _renameat2_exchange(a, b)
+    faults.step(faults.RENAMED, b)  # as after a rename: it happened, the caller's bookkeeping has not
+
+
+def _link(src: Path, dst: Path) -> None:
+    faults.step("link", dst)
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except FileNotFoundError:
+        if os.path.lexists(src):
+            raise
+        # another program deleted it from OUT just now: the new folder has it not either
+
+
+def _link_tree(src: Path, swap: Stage, dst: Path, skip: set[str]) -> None:
+    """Hard-link every file under ``src`` to the same place under ``dst`` (folders are recreated),
+    the top-level names in ``skip`` left out."""
+    for entry in sorted(src.iterdir()):
+        if entry.name in skip:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            swap._mkdir(dst / entry.name)
+            _link_tree(entry, swap, dst / entry.name, set())
+        else:
+            _link(entry, dst / entry.name)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samestat(os.lstat(a), os.lstat(b))
+    except OSError:
+        return False
+
+
+def publish_swap(stage: Stage, out: Path, manifest: str, shared: Iterable[str] = (), replaced: Iterable[str] = (),
+                 before_commit: Callable[[Stage], None] | None = None) -> bool:
+    """Publish the stage's entries into the existing folder ``out`` by one exchange of folders.
+
+    The caller holds ``out_lock(out)``. A folder ``OUT.swap-<pid>-<hex>`` beside ``out`` gets hard
+    links to the staged entries and to every other file of ``out`` (``replaced`` and the manifest
+    left out; ``shared`` entries already in ``out`` are ``out``'s), then ``before_commit(swap)``
+    (the card) and the fsyncs; ``renameat2(RENAME_EXCHANGE)`` of it and ``out`` is the commit.
+    After it the old folder (now at the swap name) gives the new ``out`` what another program
+    put there meanwhile, and is deleted. False, with nothing changed, where the kernel or the file
+    system cannot hard-link or exchange (or ``FASTENC_SWAP=0``): ``publish_into`` then.
+    """
+    if os.environ.get(SWAP_ENV) == "0":
+        return False
+    stage.finish()
+    out = Path(os.path.abspath(out))  # ``-o .``: after the exchange "." is the old folder
+    swap, ours = None, set()
+    try:
+        swap = Stage(out.with_name(temp_name(out.name, "swap")))
+        ours = _fill_swap(stage, swap, out, manifest, set(shared), {manifest, *replaced})
+        if before_commit is not None:
+            before_commit(swap)
+        ours |= {sf.path.relative_to(swap.dir).parts[0] for sf in swap.files}
+        swap.finish()
+        _exchange(swap.dir, out)  # the commit
+    except BaseException as exc:
+        if swap is None or not _same_file(out / manifest, stage.dir / manifest):  # not committed
+            if swap is not None:
+                _remove(swap.dir)
+            if isinstance(exc, OSError) and exc.errno in _NO_SWAP:
+                return False
+            raise
+        _finish_swap(swap.dir, out, ours | {manifest, *replaced}, stage)
+        raise
+    _finish_swap(swap.dir, out, ours | {manifest, *replaced}, stage)
+    return True
+
+
+def _fill_swap(stage: Stage, swap: Stage, out: Path, manifest: str, shared: set[str], dropped: set[str]) -> set[str]:
+    """Link the staged entries into ``swap``, then the rest of ``out``; returns the names taken from the stage."""
+    in_out = {p.name for p in out.iterdir()}
+    staged = {p.name for p in stage.dir.iterdir()}
+    ours = staged - (shared & in_out)
+    _link_tree(stage.dir, swap, swap.dir, staged - ours)
+    _link_tree(out, swap, swap.dir, ours | dropped | {stage.dir.name})
+    return ours
+
+
+def _finish_swap(old: Path, out: Path, ours: set[str], stage: Stage) -> None:
+    """After the exchange: the old folder (at the swap name) is deleted, once what another program
+    added to ``out`` (or replaced there) after the links were made is moved into the new ``out``;
+    the stage, whose files ``out`` now holds, goes too."""
+    try:
+        _follow_cwd(old, out)
+        fsync_dir(out.parent)
+        if _carry(old, out, ours):
+            fsync_dir(out)
+    finally:
+        _remove(old)
+        _remove(stage.dir)
+
+
+def _follow_cwd(old: Path, out: Path) -> None:
+    """A process working in ``out`` (``-o .``) is now in the old folder: it moves to the new one."""
+    with contextlib.suppress(OSError):
+        if os.path.samestat(os.stat("."), os.stat(old)):
+            os.chdir(out)
+
+
+def _carry(old: Path, new: Path, skip: set[str] = frozenset()) -> bool:
+    """Move into ``new`` every entry of ``old`` that ``new`` lacks or holds as another file (added
+    or replaced after the links were made), folders compared entry by entry; True if any moved."""
+    moved = False
+    for entry in sorted(old.iterdir()):
+        dst = new / entry.name
+        if entry.name in skip:
+            continue
+        if entry.is_dir() and not entry.is_symlink() and dst.is_dir() and not dst.is_symlink():
+            moved |= _carry(entry, dst)
+        elif not os.path.lexists(dst) or not (entry.is_dir() or dst.is_dir() or _same_file(entry, dst)):
+            _rename(entry, dst)
+            moved = True
+    return moved
+
+
+# ----------------------------------------------------------------------------------------------
 # Stale temporaries
 # ----------------------------------------------------------------------------------------------
 
@@ -354,7 +553,7 @@ def clean_stale(directory: Path, prefix: str | None = None, is_own: Callable[[st
         m = _TEMP_RE.search(p.name)
         if not m or (prefix is not None and p.name[: m.start()] != prefix) or _pid_alive(int(m.group(2))):
             continue
-        if m.group(1) == "tmp":
+        if m.group(1) in ("tmp", "swap"):  # a swap folder is never put back: OUT is complete either way
             _remove(p)
         else:
             out = directory / p.name[: m.start()]

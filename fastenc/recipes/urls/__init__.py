@@ -220,8 +220,8 @@ def _encode_pass(path: Path, column: str, enc, shard: int, num_shards: int, shar
 
 
 def _output(shard: int) -> OutputSpec:
-    """One shard's output in a shared ``OUT``: its bin, then its sidecar (the commit), and the
-    shared ``tokenizer/`` (moved in when absent)."""
+    """One shard's output in a shared ``OUT``: its bin and its sidecar (the manifest), and the
+    shared ``tokenizer/`` (added when absent)."""
     return OutputSpec(
         recipe="urls",
         format=FORMAT,
@@ -288,8 +288,9 @@ def encode_shard(
     the name has none). ``out_dir`` may hold other shards' outputs (one bin + sidecar each, one
     shared ``tokenizer/``). If it already holds the finished output of this very request (same
     file, size, mtime, options, tokenizer and fastenc version), nothing is done; a different
-    earlier output of the same shard is replaced only with ``overwrite``. The sidecar is renamed
-    into place last: it is the commit (docs/atomic-output.md). The bin does not depend on
+    earlier output of the same shard is replaced only with ``overwrite``. The shard appears in one
+    step: a new ``OUT`` by one rename, an existing one by one exchange with a rebuilt copy (Linux;
+    elsewhere the sidecar is renamed in last, the commit) (docs/atomic-output.md). The bin does not depend on
     ``chunk_urls`` (URLs per write chunk) or ``threads``. Raises ``InputError`` (bad input),
     ``VerificationError`` (a URL outside the shard, or the written bin failing its read-back
     check: then nothing is published).
@@ -321,7 +322,7 @@ def encode_shards(paths, out_dir: str | os.PathLike, *, workers: int = 1, thread
     """Encode many URL shards into ``out_dir`` (``encode_shard`` per file, same options); returns
     their sidecars in input order.
 
-    Each shard is a unit of its own (docs/scale.md): its sidecar, renamed in last, commits it, so
+    Each shard is a unit of its own (docs/scale.md), committed with its sidecar (docs/atomic-output.md), so
     a rerun after an interruption redoes only the shards without a sidecar whose bin verifies
     (size and xxh3). ``workers`` > 1 encodes that many shards at once, in processes (forked or spawned, docs/scale.md) of
     ``cores // workers`` Numba threads each, with one progress bar over the shards.
@@ -387,11 +388,13 @@ def _prepare_shared(first: Path, out_dir, options: dict, quiet: bool) -> None:
 
     _compile_once("urls", quiet)
     enc, tok_src = _load_tokenizer(options.get("tokenizer", "urls"))
+    from fastenc.run import staging
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if not _check_tokenizer_dir(out, enc.sha256):
-        from fastenc.run import staging
-
+    with staging.out_lock(out):  # a writer of OUT like any shard's run: another may be swapping OUT now
+        if _check_tokenizer_dir(out, enc.sha256):
+            return
         stage = staging.Stage(out / staging.temp_name(""))
         try:
             _copy_tokenizer(tok_src, stage)

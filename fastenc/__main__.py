@@ -1,3 +1,3 @@
-from fastenc.cli import main
+from fastenc.cli import console_main
 
-raise SystemExit(main())
+console_main()

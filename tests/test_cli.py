@@ -296,3 +296,52 @@ def test_the_cli_skips_numba_extensions_and_library_users_keep_theirs(tmp_path):
                               cwd=REPO, timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert proc.stdout.split() and marker.exists() == user, (user, proc.stderr[-2000:])
+
+
+def test_the_cli_loads_cached_kernels_without_numba_registries_and_library_users_keep_them(tmp_path, tiktoken_gpt2):
+    # run/process.lean_cache_loads: a CLI process rebuilds cached kernels with Numba's runtime
+    # only, without importing and registering every typing/lowering registry first (~0.55 s of a
+    # warm run); a user's process (import fastenc) keeps Numba's full refresh. Both print ids.
+    import os
+    import subprocess
+    import sys
+
+    text = tmp_path / "t.txt"
+    text.write_text("Hello, world! 123 Grüße\n")
+    probe = "; print('registries', 'numba.np.linalg' in sys.modules, file=sys.stderr)"
+    codes = {"cli": "import sys; from fastenc.cli import main; rc = main(sys.argv[1:])" + probe,
+             "user": "import sys, fastenc; print(fastenc.load('gpt2').encode(open(sys.argv[2]).read()))" + probe}
+    ids = {}
+    for _ in range(2):  # the first pass fills Numba's cache where it was empty, the second loads from it
+        for who, code in codes.items():
+            proc = subprocess.run([sys.executable, "-c", code, "encode", str(text)], capture_output=True, text=True,
+                                  env=dict(os.environ), cwd=REPO, timeout=600)
+            assert proc.returncode == 0, proc.stderr[-2000:]
+            ids[who] = [int(t) for t in proc.stdout.replace("[", " ").replace("]", " ").replace(",", " ").split()]
+            loaded = proc.stderr.strip().splitlines()[-1]
+    assert ids["cli"] == ids["user"] == tiktoken_gpt2.encode_ordinary(text.read_text())
+    assert loaded == "registries True"  # the user's process: Numba's own loads, unchanged
+    proc = subprocess.run([sys.executable, "-c", codes["cli"], "encode", str(text)], capture_output=True, text=True,
+                          cwd=REPO, timeout=600)
+    assert proc.stderr.strip().splitlines()[-1] == "registries False", proc.stderr[-2000:]
+
+
+def test_python_m_fastenc_exits_with_main_s_status_and_flushes_its_output(tmp_path, tiktoken_gpt2):
+    # console_main ends the process with os._exit (no interpreter teardown): the exit status,
+    # and everything printed, must be what main() returned and wrote.
+    import subprocess
+    import sys
+
+    text = tmp_path / "t.txt"
+    text.write_text("x" * 50_000 + "\n")  # far more ids than one pipe buffer's worth of lines
+    ok = subprocess.run([sys.executable, "-m", "fastenc", "encode", str(text)], capture_output=True, text=True,
+                        cwd=REPO, timeout=600)
+    assert ok.returncode == 0 and [int(t) for t in ok.stdout.split()] == tiktoken_gpt2.encode_ordinary(text.read_text())
+    bad = subprocess.run([sys.executable, "-m", "fastenc", "decode", str(tmp_path / "missing")], capture_output=True,
+                         text=True, cwd=REPO, timeout=600)
+    assert bad.returncode == 1 and bad.stderr.startswith("fastenc: error:") and "Traceback" not in bad.stderr
+    usage = subprocess.run([sys.executable, "-m", "fastenc"], capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert usage.returncode == 2 and "usage:" in usage.stderr
+    closed = subprocess.run(f"{sys.executable} -m fastenc encode {text} | head -c 10", shell=True, capture_output=True,
+                            text=True, cwd=REPO, timeout=600)
+    assert closed.returncode == 0 and "Traceback" not in closed.stderr and len(closed.stdout) == 10

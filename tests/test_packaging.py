@@ -39,6 +39,13 @@ def test_non_editable_install_finds_its_data(tmp_path):
     assert lines[0] == repr("Hello, world!")  # tiktoken's ids of it
     assert lines[1] == repr("https://")  # one token of the URL vocabulary
     assert lines[2] == "['223921b76ee9', '446a9538cb6c']"  # tiktoken's rank files ship (the hashes tiktoken pins)
+    # The installed ``fastenc`` script (pyproject's entry point, cli.console_main) runs and exits with main's status.
+    script = [sys.executable, str(target / "bin" / "fastenc")]
+    env = {"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}
+    version = subprocess.run([*script, "--version"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith("fastenc "), version.stderr[-2000:]
+    usage = subprocess.run(script, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert usage.returncode == 2 and "usage: fastenc" in usage.stderr, usage.stderr[-2000:]
 
 
 def test_public_names_are_the_functions_even_after_the_submodules_load():

@@ -33,21 +33,3 @@ def _no_refcounting() -> dict:
 
 
 NO_REFCOUNTING = _no_refcounting()
-
-
-def skip_numba_extensions() -> None:
-    """Tell Numba not to load the ``numba_extensions`` entry points of the installed packages.
-
-    For processes that run fastenc's kernels only (the CLI, the map workers): the kernels use no
-    Numba extension, and Numba imports every installed one (awkward, where installed, takes
-    ~0.3 s) at the first kernel it compiles or loads from the cache: start-up cost with nothing in
-    return (bench/RESULTS.md, "Session 9"). Never called on import: a user's own process keeps
-    its extensions. Numba keeps the "already loaded" flag in a private name; if that changes, this
-    does nothing.
-    """
-    try:
-        from numba.core import entrypoints
-    except ImportError:
-        return
-    if getattr(entrypoints, "_already_initialized", None) is False:
-        entrypoints._already_initialized = True

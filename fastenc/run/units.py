@@ -191,9 +191,9 @@ def _init_worker(threads: int) -> None:
     from fastenc.run import faults
 
     faults.install_from_env()  # a drill's or a test's fault, in this worker (docs/atomic-output.md)
-    from fastenc.kernels.jit import skip_numba_extensions
+    from fastenc.run.process import kernels_only_process
 
-    skip_numba_extensions()  # a worker runs fastenc's kernels only
+    kernels_only_process()  # a worker runs fastenc's kernels only
     import numba
     import pyarrow
 

@@ -473,7 +473,7 @@ def _write_bin(job: _Job, stage, p: _Pass, o: _Order, chunk_urls: int):
     spans = np.zeros((len(watch), 2), np.int64)
     bin_file = stage.open(bin_name(job.shard))
     with job.stats.time("write"), progress(n, unit="URL", desc="write", quiet=job.quiet) as bar:
-        writer = _ChunkWriter(bin_file)
+        writer = _ChunkWriter(bin_file.file)
         out_offsets = np.empty(min(n, chunk_urls) + 1, np.int64)
         written = 0
         try:

@@ -16,22 +16,17 @@ _STRETCH_TOKENS = 32 << 20  # tokens per stretch when a whole bin is decoded
 
 
 class _ChunkWriter:
-    """Writes token chunks to a staged file (and hashes them) from a background thread, so that
-    the disk (~300-400 MB/s here: the 2.6 GB bin of a full shard takes ~7-8 s) works while the
-    next chunk is gathered. Three buffers rotate: one being filled, up to two queued.
+    """Writes token chunks to a file (and hashes them) from a background thread, so that the
+    disk (~300 MB/s here: the 2.6 GB bin of a full shard takes ~8 s) works while the next chunk
+    is gathered. Three buffers rotate: one being filled, up to two queued."""
 
-    Each chunk is also written back to disk at once (``StagedFile.write_back``, on this thread):
-    otherwise the kernel holds the whole bin as dirty pages (below its writeback threshold, 10% of
-    RAM) and the closing fsync waits for all of it after the last chunk, with nothing left to
-    overlap (bench/RESULTS.md, "Session 12")."""
-
-    def __init__(self, staged, depth: int = 2):
+    def __init__(self, file, depth: int = 2):
         import queue
         import threading
 
         import xxhash
 
-        self.staged = staged
+        self.file = file
         self.hash = xxhash.xxh3_64()
         self.todo: queue.Queue = queue.Queue(maxsize=depth)
         self.free: queue.Queue = queue.Queue()
@@ -50,9 +45,8 @@ class _ChunkWriter:
             try:
                 if self.error is None:
                     raw = buf[:count].astype("<u2", copy=False)
-                    self.staged.file.write(memoryview(raw).cast("B"))
+                    self.file.write(memoryview(raw).cast("B"))
                     self.hash.update(raw)
-                    self.staged.write_back()
             except BaseException as exc:  # reported to the main thread by put() / close()
                 self.error = exc
             self.free.put(buf)

@@ -69,8 +69,9 @@ def test_canonical_batch_on_threads_equals_the_cards_function(tasks):
     assert canonical_batch(data, offsets[:1], tasks).tobytes() == data.tobytes()
 
 
+@pytest.mark.parametrize("scratch", [False, True])
 @pytest.mark.parametrize("tasks", [1, 2, 3])
-def test_gather_spans_copies_spans_in_order(tasks):
+def test_gather_spans_copies_spans_in_order(tasks, scratch):
     rng = np.random.default_rng(0)
     lengths = rng.integers(0, 9, 300)
     tok_offsets = np.zeros(301, np.int64)
@@ -79,10 +80,20 @@ def test_gather_spans_copies_spans_in_order(tasks):
     order = rng.permutation(300)
     out = np.empty(len(tokens), np.uint16)
     out_offsets = np.empty(301, np.int64)
-    gather_spans(tokens, tok_offsets, order, out, out_offsets, tasks)
+    starts = np.full(400, -1, np.int64) if scratch else None  # longer than needed, reused as chunks are
+    gather_spans(tokens, tok_offsets, order, out, out_offsets, tasks, starts)
     want = np.concatenate([tokens[tok_offsets[i]:tok_offsets[i + 1]] for i in order])
     assert out.tolist() == want.tolist()
     assert np.diff(out_offsets).tolist() == lengths[order].tolist()
+    part = order[100:150]  # a second chunk through the same scratch
+    gather_spans(tokens, tok_offsets, part, out, out_offsets[:51], tasks, starts)
+    assert out[: out_offsets[50]].tolist() == np.concatenate([tokens[tok_offsets[i]:tok_offsets[i + 1]] for i in part]).tolist()
+    # the kernel library's own parallel version (prange) gives the same
+    from fastenc.kernels import url_pack
+
+    out2, offsets2 = np.zeros_like(out), np.empty(301, np.int64)
+    url_pack.gather_spans(tokens, tok_offsets, order, out2, offsets2, tasks)
+    assert out2.tolist() == want.tolist() and np.diff(offsets2).tolist() == lengths[order].tolist()
 
 
 def test_run_tasks_runs_every_task_and_reraises_after_all_finished():

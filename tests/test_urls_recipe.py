@@ -386,7 +386,7 @@ def test_interrupt_leaves_no_final_and_no_temporary_file(tmp_path, monkeypatch, 
     import fastenc.recipes.urls.threads as urls_threads
 
     calls = {"n": 0}
-    target, name = (recipe, "encode_url_chunk") if stage == "encode" else (urls_threads, "gather_spans")
+    target, name = (recipe, "encode_url_chunk") if stage == "encode" else (urls_threads, "copy_spans")
     real = getattr(target, name)
 
     def interrupted(*args, **kwargs):
@@ -422,13 +422,13 @@ def test_interrupt_during_overwrite_keeps_the_old_output(tmp_path, example_out, 
 def test_a_bin_that_does_not_decode_back_fails_and_is_not_published(tmp_path, monkeypatch):
     import fastenc.recipes.urls.threads as urls_threads
 
-    real = urls_threads.gather_spans
+    real = urls_threads.copy_spans
 
-    def corrupt(tokens, tok_offsets, order, out, out_offsets, n_tasks):
-        real(tokens, tok_offsets, order, out, out_offsets, n_tasks)
+    def corrupt(tokens, starts, out, out_offsets, n_tasks):
+        real(tokens, starts, out, out_offsets, n_tasks)
         out[1] = (int(out[1]) + 1) % 8192 or 1  # the first URL of the chunk: the bin's first is sampled
 
-    monkeypatch.setattr(urls_threads, "gather_spans", corrupt)
+    monkeypatch.setattr(urls_threads, "copy_spans", corrupt)
     with pytest.raises(VerificationError, match=r"1 of 3000 checked URLs did not decode back"):
         encode_shard(EXAMPLE, tmp_path / "o", num_shards=64, quiet=True)
     assert [n for n in _files(tmp_path / "o") if n.startswith("tokens-")] == []

@@ -406,56 +406,51 @@ def gather_spans(tokens, tok_offsets, order, out, out_offsets, n_tasks):
 
     ``out_offsets`` (int64[m + 1]) is filled here; ``out`` needs their total. ``order`` must
     index valid spans of ``tok_offsets`` (ascending offsets within ``tokens``). The copies are
-    split into ``n_tasks`` parallel runs; prefetching keeps the random reads overlapped.
+    split into ``n_tasks`` parallel runs (``span_offsets`` first, then ``gather_span_run``).
     """
     m = order.shape[0]
-    out_offsets[0] = 0
-    for k in range(m):
-        if k + _AHEAD < m:
-            prefetch(tok_offsets, order[k + _AHEAD])
-        i = order[k]
-        out_offsets[k + 1] = out_offsets[k] + (tok_offsets[i + 1] - tok_offsets[i])
+    starts = np.empty(m, np.int64)
+    span_offsets(tok_offsets, order, out_offsets, starts)
     n_tasks = max(1, n_tasks)
     for task in prange(n_tasks):
-        k0 = m * task // n_tasks
-        k1 = m * (task + 1) // n_tasks
-        for k in range(k0, k1):
-            if k + _AHEAD < k1:
-                prefetch(tokens, tok_offsets[order[k + _AHEAD]])
-            i = order[k]
-            o = out_offsets[k]
-            for j in range(tok_offsets[i], tok_offsets[i + 1]):
-                out[o] = tokens[j]
-                o += 1
+        gather_span_run(tokens, starts, out, out_offsets, m * task // n_tasks, m * (task + 1) // n_tasks)
 
 
 @njit(cache=True, nogil=True)
-def span_offsets(tok_offsets, order, out_offsets):
+def span_offsets(tok_offsets, order, out_offsets, starts):
     """``gather_spans``' serial first step: ``out_offsets[k + 1] = out_offsets[k] + `` the length of
-    span ``order[k]`` (from 0), prefetching the random reads of ``tok_offsets``; returns the total."""
+    span ``order[k]`` (from 0), and ``starts[k] = tok_offsets[order[k]]``, prefetching the random
+    reads of ``tok_offsets``; returns the total.
+
+    Why ``starts``: the copy loop then reads each span's start in sequence. Read from
+    ``tok_offsets[order[k + ahead]]`` there, the prefetch address was itself a cache miss (a chunk's
+    offsets, 1 M random lines, do not stay in L3), and the copy of a full shard's 36.6 M spans took
+    ~550 ns a span, against ~230 ns this way (bench/RESULTS.md, "Session 12")."""
     m = order.shape[0]
     out_offsets[0] = 0
     for k in range(m):
         if k + _AHEAD < m:
             prefetch(tok_offsets, order[k + _AHEAD])
         i = order[k]
-        out_offsets[k + 1] = out_offsets[k] + (tok_offsets[i + 1] - tok_offsets[i])
+        s = tok_offsets[i]
+        starts[k] = s
+        out_offsets[k + 1] = out_offsets[k] + (tok_offsets[i + 1] - s)
     return out_offsets[m]
 
 
 @njit(cache=True, nogil=True)
-def gather_span_run(tokens, tok_offsets, order, out, out_offsets, k0, k1):
-    """``gather_spans``' copy loop for spans ``k0 <= k < k1`` (one task's share), with
-    ``out_offsets`` already filled; ``fastenc.recipes.urls.threads.gather_spans`` runs the tasks
-    on threads."""
+def gather_span_run(tokens, starts, out, out_offsets, k0, k1):
+    """``gather_spans``' copy loop for spans ``k0 <= k < k1`` (one task's share): span k,
+    ``out_offsets[k + 1] - out_offsets[k]`` tokens from ``tokens[starts[k]:]``, to
+    ``out[out_offsets[k]:]`` (both filled by ``span_offsets``); ``fastenc.recipes.urls.threads.gather_spans``
+    runs the tasks on threads."""
     for k in range(k0, k1):
         if k + _AHEAD < k1:
-            prefetch(tokens, tok_offsets[order[k + _AHEAD]])
-        i = order[k]
+            prefetch(tokens, starts[k + _AHEAD])
+        s = starts[k]
         o = out_offsets[k]
-        for j in range(tok_offsets[i], tok_offsets[i + 1]):
-            out[o] = tokens[j]
-            o += 1
+        for j in range(out_offsets[k + 1] - o):
+            out[o + j] = tokens[s + j]
 
 
 # ----------------------------------------------------------------------------------------------

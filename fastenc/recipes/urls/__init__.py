@@ -466,7 +466,7 @@ def _write_bin(job: _Job, stage, p: _Pass, o: _Order, chunk_urls: int):
     digest and the token count."""
     import numba
 
-    from fastenc.recipes.urls.threads import gather_spans
+    from fastenc.recipes.urls.threads import copy_spans, plan_spans
 
     n, threads = p.n, numba.get_num_threads()
     watch = np.union1d(o.samples, o.flagged_pos)  # bin positions whose spans the verify stage reads
@@ -475,14 +475,14 @@ def _write_bin(job: _Job, stage, p: _Pass, o: _Order, chunk_urls: int):
     with job.stats.time("write"), progress(n, unit="URL", desc="write", quiet=job.quiet) as bar:
         writer = _ChunkWriter(bin_file.file)
         out_offsets = np.empty(min(n, chunk_urls) + 1, np.int64)
+        starts = np.empty(min(n, chunk_urls), np.int64)
         written = 0
         try:
             for a in range(0, n, chunk_urls):
                 b = min(n, a + chunk_urls)
-                sel = o.order[a:b]
-                need = int((p.tok_offsets[sel + 1] - p.tok_offsets[sel]).sum())
+                need, chunk_starts = plan_spans(p.tok_offsets, o.order[a:b], out_offsets[: b - a + 1], starts)
                 out = writer.buffer(need)
-                gather_spans(p.tokens, p.tok_offsets, sel, out, out_offsets[: b - a + 1], threads)
+                copy_spans(p.tokens, chunk_starts, out, out_offsets[: b - a + 1], threads)
                 lo_w, hi_w = np.searchsorted(watch, [a, b])
                 spans[lo_w:hi_w, 0] = written + out_offsets[watch[lo_w:hi_w] - a]
                 spans[lo_w:hi_w, 1] = written + out_offsets[watch[lo_w:hi_w] - a + 1]

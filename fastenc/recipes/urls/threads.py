@@ -53,17 +53,33 @@ def sort_by_hash(keys: np.ndarray, n_tasks: int | None = None) -> tuple[np.ndarr
     return order, out
 
 
-def gather_spans(tokens, tok_offsets, order, out, out_offsets, n_tasks) -> None:
+def gather_spans(tokens, tok_offsets, order, out, out_offsets, n_tasks, starts=None) -> None:
     """``fastenc.kernels.url_pack.gather_spans`` on threads: span ``i = order[k]``
     (``tokens[tok_offsets[i]:tok_offsets[i + 1]]``) is copied to ``out[out_offsets[k]:]``;
-    ``out_offsets`` (int64[m + 1]) is filled here, ``out`` needs their total."""
-    from fastenc.kernels.url_pack import gather_span_run, span_offsets
+    ``out_offsets`` (int64[m + 1]) is filled here, ``out`` needs their total. ``starts``: scratch of
+    at least m int64 (reused across a bin's chunks), else allocated here. In two steps for a caller
+    that sizes ``out`` in between: ``plan_spans``, then ``copy_spans``."""
+    starts = plan_spans(tok_offsets, order, out_offsets, starts)[1]
+    copy_spans(tokens, starts, out, out_offsets, n_tasks)
+
+
+def plan_spans(tok_offsets, order, out_offsets, starts=None) -> tuple[int, np.ndarray]:
+    """``url_pack.span_offsets``: fills ``out_offsets`` and each span's start; returns the token
+    total and the starts (``starts[:m]``, or a new array when ``starts`` is None or too short)."""
+    from fastenc.kernels.url_pack import span_offsets
 
     m = len(order)
-    span_offsets(tok_offsets, order, out_offsets)
+    starts = np.empty(m, np.int64) if starts is None or len(starts) < m else starts[:m]
+    return int(span_offsets(tok_offsets, order, out_offsets, starts)), starts
+
+
+def copy_spans(tokens, starts, out, out_offsets, n_tasks) -> None:
+    """``url_pack.gather_span_run`` over all planned spans, split into ``n_tasks`` threads."""
+    from fastenc.kernels.url_pack import gather_span_run
+
+    m = len(starts)
     tasks = max(1, n_tasks)
-    run_tasks(lambda t: gather_span_run(tokens, tok_offsets, order, out, out_offsets, m * t // tasks, m * (t + 1) // tasks),
-              tasks)
+    run_tasks(lambda t: gather_span_run(tokens, starts, out, out_offsets, m * t // tasks, m * (t + 1) // tasks), tasks)
 
 
 def _split(n: int, tasks: int) -> list[int]:

@@ -9,7 +9,7 @@ import pytest
 import xxhash
 
 from fastenc.url_canonical import canonical
-from fastenc.recipes.urls.threads import canonical_batch, gather_spans, hash_batch, sort_by_hash
+from fastenc.recipes.urls.threads import canonical_batch, copy_spans, gather_spans, hash_batch, plan_spans, sort_by_hash
 from fastenc.tasks import read_only, run_tasks
 
 URLS = ["https://www.example.com/a?b#c", "", "http://x:1.y/", "ftp://[::1]/f", "https://日本.example.jp/ページ",
@@ -81,12 +81,20 @@ def test_gather_spans_copies_spans_in_order(tasks, scratch):
     out = np.empty(len(tokens), np.uint16)
     out_offsets = np.empty(301, np.int64)
     starts = np.full(400, -1, np.int64) if scratch else None  # longer than needed, reused as chunks are
-    gather_spans(tokens, tok_offsets, order, out, out_offsets, tasks, starts)
+
+    def gather(order, out_offsets):
+        if not scratch:
+            return gather_spans(tokens, tok_offsets, order, out, out_offsets, tasks)
+        total, chunk_starts = plan_spans(tok_offsets, order, out_offsets, starts)  # the bin writer's two steps
+        assert total == out_offsets[-1]
+        copy_spans(tokens, chunk_starts, out, out_offsets, tasks)
+
+    gather(order, out_offsets)
     want = np.concatenate([tokens[tok_offsets[i]:tok_offsets[i + 1]] for i in order])
     assert out.tolist() == want.tolist()
     assert np.diff(out_offsets).tolist() == lengths[order].tolist()
     part = order[100:150]  # a second chunk through the same scratch
-    gather_spans(tokens, tok_offsets, part, out, out_offsets[:51], tasks, starts)
+    gather(part, out_offsets[:51])
     assert out[: out_offsets[50]].tolist() == np.concatenate([tokens[tok_offsets[i]:tok_offsets[i + 1]] for i in part]).tolist()
     # the kernel library's own parallel version (prange) gives the same
     from fastenc.kernels import url_pack

@@ -53,13 +53,13 @@ def sort_by_hash(keys: np.ndarray, n_tasks: int | None = None) -> tuple[np.ndarr
     return order, out
 
 
-def gather_spans(tokens, tok_offsets, order, out, out_offsets, n_tasks, starts=None) -> None:
+def gather_spans(tokens, tok_offsets, order, out, out_offsets, n_tasks) -> None:
     """``fastenc.kernels.url_pack.gather_spans`` on threads: span ``i = order[k]``
     (``tokens[tok_offsets[i]:tok_offsets[i + 1]]``) is copied to ``out[out_offsets[k]:]``;
-    ``out_offsets`` (int64[m + 1]) is filled here, ``out`` needs their total. ``starts``: scratch of
-    at least m int64 (reused across a bin's chunks), else allocated here. In two steps for a caller
-    that sizes ``out`` in between: ``plan_spans``, then ``copy_spans``."""
-    starts = plan_spans(tok_offsets, order, out_offsets, starts)[1]
+    ``out_offsets`` (int64[m + 1]) is filled here, ``out`` needs their total. In two steps for a
+    caller that sizes ``out`` in between and reuses a scratch (the recipe's bin writer):
+    ``plan_spans``, then ``copy_spans``."""
+    starts = plan_spans(tok_offsets, order, out_offsets)[1]
     copy_spans(tokens, starts, out, out_offsets, n_tasks)
 
 

@@ -113,7 +113,10 @@ def remember_piece(caches, data, start, end, ids, ids_start, count):
     return count
 
 
-_BLOCK = 64  # pieces found (and their cache slots prefetched) before any of them is encoded
+_BLOCK = 256  # pieces found (and their cache slots prefetched) before any of them is encoded: on Zen 5
+# a warm pass over docs.parquet ran 1.07x faster with 128 than with 64, 1.10x with 256, 1.07x with 512
+# (each slot's prefetch is issued longer before its lookup; bench/RESULTS.md, session 13). The ring
+# (_RING words per piece) is then 8 KB, well inside L1.
 _RING = 4  # words per ring entry: a piece's end, whole-token id, cut_end, home slot address (0: none)
 # A ring entry's second word: a whole-token id (>= 0), -1 (look the piece up and merge on a miss),
 # or one of these, for the long-piece memo (piece_memo.py):

@@ -130,7 +130,8 @@ class EncodeScratch(NamedTuple):
     ``work`` (the long-piece merge; a longer part gets a bigger one for its call), ``ring``
     (a block's pieces, and a memo store) and ``state`` (``encode_run``'s answer to its caller;
     ``state[4]`` where the ids of a piece to be memoized begin; ``state[5]`` set: memoize the
-    piece that the resumed run cuts into parts)."""
+    piece that the resumed run cuts into parts; ``state[8..10]``: ``runs.encode_documents``' resume
+    point)."""
 
     ranks: np.ndarray
     work: np.ndarray
@@ -144,7 +145,7 @@ def new_scratch():
     not per document."""
     return EncodeScratch(np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64),
                          np.empty(7 * 4 * MAX_CACHED_PIECE_BYTES, dtype=np.int64),
-                         np.empty(_RING * (_BLOCK + 1), dtype=np.int64), np.zeros(8, dtype=np.int64))
+                         np.empty(_RING * (_BLOCK + 1), dtype=np.int64), np.zeros(16, dtype=np.int64))
 
 
 NARROW_VOCAB = 65536  # vocabularies up to this size have uint16 ids: encode_narrow; larger ones encode_wide.py

@@ -1,0 +1,93 @@
+"""``kernels.runs.encode_documents``: many documents in one call without reference counting,
+in both layouts, including the stop-and-grow path for a long part that needs more merge room."""
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+
+import fastenc
+from fastenc.kernels.encode import new_scratch
+from fastenc.kernels.piece_cache import new_piece_caches
+from fastenc.kernels.runs import _encode_span, encode_documents
+
+# Short documents around long ones: "x" * 20_000 is one piece that no cut shortens, so its merge
+# needs a work array far larger than new_scratch()'s; the documents after it must still be right.
+DOCS = ["Hello, world!", "x" * 20_000, "", " short one", "中" * 3_000 + " tail", "1" * 5_000, "a\r\n b", "last"]
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return fastenc.load("gpt2")
+
+
+def _flat(texts):
+    blobs = [t.encode("utf-8") for t in texts]
+    offsets = np.zeros(len(blobs) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in blobs], out=offsets[1:])
+    data = np.frombuffer(b"".join(blobs) + b"\0" * 16, dtype=np.uint8)[: offsets[-1]]
+    data = data.copy()
+    data.flags.writeable = False  # the loops' one input type
+    return data, offsets
+
+
+def test_back_to_back_layout_matches_tiktoken(gpt2, tiktoken_gpt2):
+    data, offsets = _flat(DOCS)
+    out = np.zeros(len(data) + 8, dtype=np.uint16)
+    counts = np.zeros(len(DOCS), dtype=np.int64)
+    caches = new_piece_caches(1 << 12, 1 << 10, 1 << 12)
+    end = encode_documents(data, offsets, 0, len(DOCS), np.int64(-1), gpt2.vocab, gpt2.classes, caches, out, np.int64(3), counts)
+    assert end == 3 + counts.sum()
+    at = 3
+    for text, count in zip(DOCS, counts):
+        assert out[at : at + count].tolist() == tiktoken_gpt2.encode_ordinary(text), text[:20]
+        at += count
+
+
+def test_slotted_layout_puts_eos_then_ids_in_each_documents_slot(gpt2, tiktoken_gpt2):
+    data, offsets = _flat(DOCS)
+    out = np.full(len(data) + len(DOCS) + 8, 65535, dtype=np.uint16)
+    counts = np.zeros(len(DOCS), dtype=np.int64)
+    caches = new_piece_caches(1 << 12, 1 << 10, 1 << 12)
+    first, last, eos = 1, len(DOCS), 50256  # from a document other than 0: slots are offsets[i] + i
+    encode_documents(data, offsets, first, last, np.int64(eos), gpt2.vocab, gpt2.classes, caches, out, np.int64(0), counts)
+    assert counts[0] == 0  # outside [first, last): untouched
+    for i in range(first, last):
+        slot = int(offsets[i]) + i
+        assert out[slot] == eos
+        assert out[slot + 1 : slot + counts[i]].tolist() == tiktoken_gpt2.encode_ordinary(DOCS[i]), i
+
+
+def test_the_span_stops_for_a_bigger_work_array_and_the_driver_finishes(gpt2, tiktoken_gpt2):
+    # The no-refcount loop cannot allocate: it must stop in the long document (index 1) and say
+    # where to go on; encode_documents then allocates and resumes (the test above ends right).
+    data, offsets = _flat(DOCS)
+    out = np.zeros(len(data) + 8, dtype=np.uint16)
+    counts = np.zeros(len(DOCS), dtype=np.int64)
+    caches = new_piece_caches(1 << 12, 1 << 10, 1 << 12)
+    s = new_scratch()
+    stopped = _encode_span(data, offsets, 0, len(DOCS), offsets[0], offsets[0], 0, 0, np.int64(-1), gpt2.vocab, gpt2.classes,
+                           caches, s.ranks, s.work, s.ring, s.state, out, counts)
+    assert stopped == 1
+    assert s.state[2] > s.work.shape[0]  # the room it needs
+    assert counts[0] == len(tiktoken_gpt2.encode_ordinary(DOCS[0]))
+    assert offsets[1] <= s.state[0] < offsets[2]  # where to resume: inside document 1
+
+
+def test_batch_entry_points_use_it_for_any_thread_count(gpt2, tiktoken_gpt2):
+    before = numba.get_num_threads()
+    try:
+        for threads in sorted({1, numba.config.NUMBA_NUM_THREADS}):
+            numba.set_num_threads(threads)
+            ids, offsets = gpt2.encode_batch(DOCS * 3)
+            for i, text in enumerate(DOCS * 3):
+                assert ids[offsets[i] : offsets[i + 1]].tolist() == tiktoken_gpt2.encode_ordinary(text), (threads, i)
+    finally:
+        numba.set_num_threads(before)
+
+
+def test_a_url_vocabulary_without_a_class_table_is_checked(gpt2):
+    data, offsets = _flat(["abc"])
+    with pytest.raises(ValueError, match="classes=None"):
+        encode_documents(data, offsets, 0, 1, np.int64(-1), gpt2.vocab, None, new_piece_caches(1 << 12, 1 << 10, 1 << 12),
+                         np.zeros(8, np.uint16), np.int64(0), np.zeros(1, np.int64))

@@ -138,7 +138,7 @@ class Encoder:
         out = np.empty(len(buf), dtype=self.dtype)
         offsets = np.array([0, len(buf)], dtype=np.int64)
         n = self._encode_docs(buf, offsets, 0, 1, self.vocab, self.kernel_classes, self.thread_caches(0), out, 0,
-                              np.zeros(1, dtype=np.int64))
+                              np.zeros(1, dtype=np.int64), *self._docs_tail)
         return out[:n].copy()
 
     @functools.cached_property
@@ -146,6 +146,12 @@ class Encoder:
         """The batch kernel for this vocabulary (``encode.takes_wide_loop``), chosen once: a run
         compiles only the loop it uses (``fastenc.kernels.runs``)."""
         return encode_docs_wide if takes_wide_loop(self.vocab.config) else encode_docs
+
+    @functools.cached_property
+    def _docs_tail(self) -> tuple:
+        """The batch kernel's arguments after ``counts``: ``encode_docs`` takes ``eos`` (-1: the ids
+        back to back), ``encode_docs_wide`` nothing."""
+        return () if takes_wide_loop(self.vocab.config) else (-1,)
 
     def encode_arrays(self, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Batch-encode flat UTF-8 ``data`` cut by ``offsets`` (int64, n + 1, ascending).
@@ -190,7 +196,8 @@ class Encoder:
             if first < last:
                 own = one_task(caches, t)
                 at = int(offsets[first]) - base
-                self._encode_docs(data, offsets, first, last, self.vocab, self.kernel_classes, own, ids, at, counts)
+                self._encode_docs(data, offsets, first, last, self.vocab, self.kernel_classes, own, ids, at, counts,
+                                  *self._docs_tail)
 
         run_tasks(task, n_tasks)
         return compact_runs(ids, offsets, counts, n_tasks)

@@ -1,4 +1,4 @@
-"""``kernels.runs.encode_documents``: many documents in one call without reference counting,
+"""``kernels.runs.encode_docs``: many documents in one call without reference counting,
 in both layouts, including the stop-and-grow path for a long part that needs more merge room."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import fastenc
 from fastenc.kernels.encode import new_scratch
 from fastenc.kernels.piece_cache import new_piece_caches
-from fastenc.kernels.runs import _encode_span, encode_documents
+from fastenc.kernels.runs import _encode_span, encode_docs
 
 # Short documents around long ones: "x" * 20_000 is one piece that no cut shortens, so its merge
 # needs a work array far larger than new_scratch()'s; the documents after it must still be right.
@@ -36,7 +36,7 @@ def test_back_to_back_layout_matches_tiktoken(gpt2, tiktoken_gpt2):
     out = np.zeros(len(data) + 8, dtype=np.uint16)
     counts = np.zeros(len(DOCS), dtype=np.int64)
     caches = new_piece_caches(1 << 12, 1 << 10, 1 << 12)
-    end = encode_documents(data, offsets, 0, len(DOCS), np.int64(-1), gpt2.vocab, gpt2.classes, caches, out, np.int64(3), counts)
+    end = encode_docs(data, offsets, 0, len(DOCS), gpt2.vocab, gpt2.classes, caches, out, np.int64(3), counts, np.int64(-1))
     assert end == 3 + counts.sum()
     at = 3
     for text, count in zip(DOCS, counts):
@@ -50,7 +50,7 @@ def test_slotted_layout_puts_eos_then_ids_in_each_documents_slot(gpt2, tiktoken_
     counts = np.zeros(len(DOCS), dtype=np.int64)
     caches = new_piece_caches(1 << 12, 1 << 10, 1 << 12)
     first, last, eos = 1, len(DOCS), 50256  # from a document other than 0: slots are offsets[i] + i
-    encode_documents(data, offsets, first, last, np.int64(eos), gpt2.vocab, gpt2.classes, caches, out, np.int64(0), counts)
+    encode_docs(data, offsets, first, last, gpt2.vocab, gpt2.classes, caches, out, np.int64(0), counts, np.int64(eos))
     assert counts[0] == 0  # outside [first, last): untouched
     for i in range(first, last):
         slot = int(offsets[i]) + i
@@ -60,7 +60,7 @@ def test_slotted_layout_puts_eos_then_ids_in_each_documents_slot(gpt2, tiktoken_
 
 def test_the_span_stops_for_a_bigger_work_array_and_the_driver_finishes(gpt2, tiktoken_gpt2):
     # The no-refcount loop cannot allocate: it must stop in the long document (index 1) and say
-    # where to go on; encode_documents then allocates and resumes (the test above ends right).
+    # where to go on; encode_docs then allocates and resumes (the test above ends right).
     data, offsets = _flat(DOCS)
     out = np.zeros(len(data) + 8, dtype=np.uint16)
     counts = np.zeros(len(DOCS), dtype=np.int64)
@@ -89,5 +89,5 @@ def test_batch_entry_points_use_it_for_any_thread_count(gpt2, tiktoken_gpt2):
 def test_a_url_vocabulary_without_a_class_table_is_checked(gpt2):
     data, offsets = _flat(["abc"])
     with pytest.raises(ValueError, match="classes=None"):
-        encode_documents(data, offsets, 0, 1, np.int64(-1), gpt2.vocab, None, new_piece_caches(1 << 12, 1 << 10, 1 << 12),
-                         np.zeros(8, np.uint16), np.int64(0), np.zeros(1, np.int64))
+        encode_docs(data, offsets, 0, 1, gpt2.vocab, None, new_piece_caches(1 << 12, 1 << 10, 1 << 12),
+                    np.zeros(8, np.uint16), np.int64(0), np.zeros(1, np.int64), np.int64(-1))

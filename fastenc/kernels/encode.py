@@ -130,7 +130,7 @@ class EncodeScratch(NamedTuple):
     ``work`` (the long-piece merge; a longer part gets a bigger one for its call), ``ring``
     (a block's pieces, and a memo store) and ``state`` (``encode_run``'s answer to its caller;
     ``state[4]`` where the ids of a piece to be memoized begin; ``state[5]`` set: memoize the
-    piece that the resumed run cuts into parts; ``state[8..10]``: ``runs.encode_documents``' resume
+    piece that the resumed run cuts into parts; ``state[8..10]``: ``runs.encode_docs``' resume
     point)."""
 
     ranks: np.ndarray

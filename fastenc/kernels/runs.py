@@ -15,39 +15,34 @@ from fastenc.kernels.encode import NARROW_VOCAB, encode_run, new_scratch
 from fastenc.kernels.encode_wide import wide_loop
 from fastenc.kernels.jit import NO_REFCOUNTING
 
-# encode_documents' resume point, in scratch.state beside encode_run's own words (0..5)
+# encode_docs' resume point, in scratch.state beside encode_run's own words (0..5)
 _STOP_DOC = 8  # the document it stopped in
 _STOP_DOC_AT = 9  # where that document's output begins (its eos slot, for a slotted layout)
 _STOP_OUT = 10  # the output position it stopped at (when done: the end of the last document's ids)
 
 
 @njit(cache=True, nogil=True)
-def encode_docs(data, offsets, first, last, vocab, classes, caches, out, at, counts):
-    """Encode documents ``first..last-1`` of ``(data, offsets)`` back to back into ``out`` from
-    ``at``; document i's id count goes to ``counts[i]``. Returns the end position in ``out``.
-    ``caches``: one task's ``PieceCaches``; ``out`` needs ``offsets[last] - offsets[first]``
-    places from ``at`` (ids never outnumber bytes). Only for a vocabulary that
-    ``encode.takes_wide_loop`` does not send to the wide loop (GPT-2, URLs); the others:
-    ``encode_docs_wide``. Two kernels, so that each run compiles only the loop it uses."""
-    return encode_documents(data, offsets, first, last, np.int64(-1), vocab, classes, caches, out, at, counts)
-
-
-@njit(cache=True, nogil=True)
-def encode_documents(data, offsets, first, last, eos, vocab, classes, caches, out, at, counts):
-    """``encode_narrow`` of documents ``first..last-1`` of ``(data, offsets)``, in one of two layouts:
+def encode_docs(data, offsets, first, last, vocab, classes, caches, out, at, counts, eos):
+    """Encode documents ``first..last-1`` of ``(data, offsets)`` (``encode_narrow`` of each), in one of
+    two layouts:
 
     - ``eos < 0``: back to back into ``out`` from ``at``; ``counts[i]`` = document i's id count;
-      returns the end position;
-    - ``eos >= 0`` (the URL bins' ``[eos] ++ ids``): document i's output goes to its own slot
-      ``out[offsets[i] + i:]``, ``eos`` then its ids (a slot has room for them: an id never
-      covers less than one byte); ``counts[i]`` = 1 + its id count; ``at`` is not used.
+      returns the end position in ``out``, which needs ``offsets[last] - offsets[first]`` places
+      from ``at`` (ids never outnumber bytes);
+    - ``eos >= 0`` (the URL bins' ``[eos] ++ ids``, ``url_pack.pack_url_run``): document i's output
+      goes to its own slot ``out[offsets[i] + i:]``, ``eos`` then its ids (a slot has room for
+      them); ``counts[i]`` = 1 + its id count; ``at`` is not used.
 
-    The documents are walked by ``_encode_span``, compiled without reference counting: a call
-    of ``encode_narrow`` per document paid ~25 atomic reference-count updates of the arrays it
-    passes on (~260 of the ~620 ns per URL of the URL encoder, bench/RESULTS.md, session 13).
-    It stops only when a long part needs a bigger merge work array, which is allocated here."""
+    ``caches``: one task's ``PieceCaches``. Only for a vocabulary that ``encode.takes_wide_loop``
+    does not send to the wide loop (GPT-2, URLs); the others: ``encode_docs_wide``. Two kernels,
+    so that each run compiles only the loop it uses.
+
+    The documents are walked by ``_encode_span``, compiled without reference counting: a call of
+    ``encode_narrow`` per document paid ~25 atomic reference-count updates of the arrays it passes
+    on (~260 of ~620 ns per URL of the URL encoder, bench/RESULTS.md, session 13). It stops only
+    when a long part needs a bigger merge work array, which is allocated here."""
     if classes is None and (vocab.config[cfg.PRETOKENIZER] != cfg.PRETOK_URL or vocab.config[cfg.VOCAB_SIZE] > NARROW_VOCAB):
-        raise ValueError("encode_documents: classes=None is for a URL vocabulary of at most 65,536 ids; pass Encoder.classes")
+        raise ValueError("encode_docs: classes=None is for a URL vocabulary of at most 65,536 ids; pass Encoder.classes")
     scratch = new_scratch()
     if first >= last:
         return at
@@ -77,7 +72,7 @@ def encode_documents(data, offsets, first, last, eos, vocab, classes, caches, ou
 @njit(cache=True, **NO_REFCOUNTING)
 def _encode_span(data, offsets, doc, last, pos, cut_end, doc_at, out_pos, eos, vocab, classes, caches, ranks, work, ring,
                  state, out, counts):
-    """``encode_documents``' loop, from ``pos`` (with ``cut_end``: ``encode_run``'s resume point)
+    """``encode_docs``' loop, from ``pos`` (with ``cut_end``: ``encode_run``'s resume point)
     in document ``doc``, whose output began at ``doc_at`` and goes on at ``out_pos``. Returns
     ``last`` when done (``state[_STOP_OUT]``: the end position), else the document where a part
     needs more than ``work`` holds: ``state[0..2]`` as ``encode_run`` set them, and the

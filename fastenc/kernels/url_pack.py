@@ -43,7 +43,7 @@ import numpy as np
 from numba import njit, prange
 
 from fastenc.kernels.canonical import canonical_into
-from fastenc.kernels.runs import encode_documents
+from fastenc.kernels.runs import encode_docs
 from fastenc.kernels.jit import HELPER
 from fastenc.kernels.loads import prefetch
 from fastenc.kernels.xxh3 import mul128
@@ -379,7 +379,7 @@ def pack_url_run(data, offsets, order, canon_offsets, eos, vocab, classes, cache
         irreversible[k] = 0
         if _authority_has_colon_or_bracket(data, a, b) and not _round_trips(data, a, b, canon_read, c0, c1):
             irreversible[k] = 1
-    encode_documents(canon_read, canon_offsets, k0, k1, np.int64(eos), vocab, classes, caches, scratch, np.int64(0), counts)
+    encode_docs(canon_read, canon_offsets, k0, k1, vocab, classes, caches, scratch, np.int64(0), counts, np.int64(eos))
 
 
 @njit(cache=True, nogil=True)

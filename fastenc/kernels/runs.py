@@ -4,6 +4,9 @@
 entry points call it from Python threads instead of compiling ``encode_batch_counts``
 (``parallel=True``), which would compile the whole encoder a second time inside the
 parallel loop (see ``fastenc.tasks``). ``encode_batch_counts`` stays for Numba callers.
+The URL recipe's ``url_pack.pack_url_run`` calls it too, for its ``[eos] ++ ids`` slots. Its
+document loop, ``_encode_span``, is compiled without reference counting (one call per
+document of a reference-counted kernel cost more than half of a short URL's encoding).
 """
 from __future__ import annotations
 

@@ -25,8 +25,7 @@ def _flat(texts):
     blobs = [t.encode("utf-8") for t in texts]
     offsets = np.zeros(len(blobs) + 1, dtype=np.int64)
     np.cumsum([len(b) for b in blobs], out=offsets[1:])
-    data = np.frombuffer(b"".join(blobs) + b"\0" * 16, dtype=np.uint8)[: offsets[-1]]
-    data = data.copy()
+    data = np.frombuffer(b"".join(blobs), dtype=np.uint8).copy()
     data.flags.writeable = False  # the loops' one input type
     return data, offsets
 

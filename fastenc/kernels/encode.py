@@ -191,6 +191,14 @@ def encode_with(data, start, end, vocab, classes, caches, scratch, out, out_pos)
 
 
 @njit(cache=True)
+def check_narrow_classes(vocab, classes):
+    """The narrow loop's rule for ``classes=None`` (its URL-only specialisation): only a URL
+    vocabulary of at most ``NARROW_VOCAB`` ids may pass it (``encode_narrow``, ``runs.encode_docs``)."""
+    if classes is None and (vocab.config[cfg.PRETOKENIZER] != cfg.PRETOK_URL or vocab.config[cfg.VOCAB_SIZE] > NARROW_VOCAB):
+        raise ValueError("classes=None is for a URL vocabulary of at most 65,536 ids; pass Encoder.classes")
+
+
+@njit(cache=True)
 def encode_narrow(data, start, end, vocab, classes, caches, scratch, out, out_pos):
     """``encode_with`` for a vocabulary that ``takes_wide_loop`` sends here (at most
     ``NARROW_VOCAB`` ids, the GPT-2 or URL pre-tokenizer; the caller checks): what the recipes'
@@ -207,8 +215,7 @@ def encode_narrow(data, start, end, vocab, classes, caches, scratch, out, out_po
     URL run does not compile the GPT-2 pre-tokenizer (encode_run 8.66 -> 3.27 s of a cold quick start
     before the kernels were forceinline; bench/RESULTS.md "Session 10"). Any class table works for a URL vocabulary too.
     """
-    if classes is None and (vocab.config[cfg.PRETOKENIZER] != cfg.PRETOK_URL or vocab.config[cfg.VOCAB_SIZE] > NARROW_VOCAB):
-        raise ValueError("encode_narrow: classes=None is for a URL vocabulary of at most 65,536 ids; pass Encoder.classes")
+    check_narrow_classes(vocab, classes)
     state = scratch.state
     work = scratch.work
     pos = start

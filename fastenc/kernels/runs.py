@@ -13,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from fastenc.kernels import config as cfg
-from fastenc.kernels.encode import NARROW_VOCAB, encode_run, new_scratch
+from fastenc.kernels.encode import check_narrow_classes, encode_run, new_scratch
 from fastenc.kernels.encode_wide import wide_loop
 from fastenc.kernels.jit import NO_REFCOUNTING
 
@@ -44,11 +43,10 @@ def encode_docs(data, offsets, first, last, vocab, classes, caches, out, at, cou
     ``encode_narrow`` per document paid ~25 atomic reference-count updates of the arrays it passes
     on (~260 of ~620 ns per URL of the URL encoder, bench/RESULTS.md, session 13). It stops only
     when a long part needs a bigger merge work array, which is allocated here."""
-    if classes is None and (vocab.config[cfg.PRETOKENIZER] != cfg.PRETOK_URL or vocab.config[cfg.VOCAB_SIZE] > NARROW_VOCAB):
-        raise ValueError("encode_docs: classes=None is for a URL vocabulary of at most 65,536 ids; pass Encoder.classes")
-    scratch = new_scratch()
+    check_narrow_classes(vocab, classes)
     if first >= last:
         return at
+    scratch = new_scratch()
     state = scratch.state
     work = scratch.work
     doc = first

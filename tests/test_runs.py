@@ -90,3 +90,43 @@ def test_a_url_vocabulary_without_a_class_table_is_checked(gpt2):
     with pytest.raises(ValueError, match="classes=None"):
         encode_docs(data, offsets, 0, 1, gpt2.vocab, None, new_piece_caches(1 << 12, 1 << 10, 1 << 12),
                     np.zeros(8, np.uint16), np.int64(0), np.zeros(1, np.int64), np.int64(-1))
+
+
+# Documents that end in short pieces, so the last pieces of each lie within 8 bytes of its end:
+# the hot path (an 8-place id store) must not run there (encode._RING: hot entries). Each is
+# encoded alone into exactly its room (its byte count) with a guard band after it; a padding
+# document after them keeps 16 bytes of data readable past each one (the finder's own condition
+# for a lookup), so only the 8-bytes-before-the-end rule guards the room.
+TAILS = ["the end", "a b c", " ok.", "Hello world", "  \n\n  ", "it's 12", "é", "the the the the", "x", "ab"]
+
+
+def test_ids_never_spill_past_a_documents_room(gpt2, tiktoken_gpt2):
+    data, offsets = _flat(TAILS + ["padding, padding, padding"])
+    caches = new_piece_caches(1 << 12, 1 << 10, 1 << 12)
+    for rep in range(2):  # cold, then warm: every piece found in its home slot
+        for i, text in enumerate(TAILS):
+            room = len(text.encode())
+            big = np.full(room + 16, 54321, dtype=np.uint16)
+            counts = np.zeros(len(TAILS) + 1, dtype=np.int64)
+            end = encode_docs(data, offsets, i, i + 1, gpt2.vocab, gpt2.classes, caches, big[:room], np.int64(0), counts, np.int64(-1))
+            assert (big[room:] == 54321).all(), (rep, text)
+            assert big[:end].tolist() == tiktoken_gpt2.encode_ordinary(text), (rep, text)
+
+
+def test_a_short_cache_in_the_long_layout_is_read_without_the_hot_path(gpt2, tiktoken_gpt2, docs_fixture):
+    # Any W = 4 or 8 cache serves as the short one (cache_lookup is generic); the hot path reads
+    # only the SHORT_WORDS layout, so with W = 8 every piece must take the general path, and be right.
+    from fastenc.kernels.piece_cache import LONG_WORDS, PieceCaches, new_piece_cache
+
+    base = new_piece_caches(1 << 12, 1 << 10, 1 << 12)
+    caches = PieceCaches(base.tiny, new_piece_cache(1 << 12, LONG_WORDS), base.long, base.memo)
+    texts = docs_fixture.column("text").to_pylist()[:40] + DOCS
+    data, offsets = _flat(texts)
+    for rep in range(2):
+        out = np.zeros(len(data) + 8, dtype=np.uint16)
+        counts = np.zeros(len(texts), dtype=np.int64)
+        encode_docs(data, offsets, 0, len(texts), gpt2.vocab, gpt2.classes, caches, out, np.int64(0), counts, np.int64(-1))
+        at = 0
+        for text, count in zip(texts, counts):
+            assert out[at : at + count].tolist() == tiktoken_gpt2.encode_ordinary(text), (rep, text[:30])
+            at += count

@@ -118,8 +118,12 @@ _BLOCK = 256  # pieces found (and their cache slots prefetched) before any of th
 # (each slot's prefetch is issued longer before its lookup; bench/RESULTS.md, session 13). The ring
 # (_RING words per piece) is then 8 KB, well inside L1.
 _RING = 4  # words per ring entry: a piece's end, whole-token id, cut_end, home slot address (0: none)
-# A ring entry's second word: a whole-token id (>= 0), -1 (look the piece up and merge on a miss),
-# or one of these, for the long-piece memo (piece_memo.py):
+# A *hot* entry (its fourth word not 0: a piece of 1..15 bytes starting at least 8 bytes before its
+# document's end, whose home slot piece_slot found) holds only words 0 and 3; encode_block reads the
+# others only for the rest, so the window path stores two words per piece, not four (with the CRC
+# hash, code 1.00 -> 1.075x warm, bench/RESULTS.md session 14). A memo-pending entry's third word is
+# the piece's memo hash (its cut_end is its end). A ring entry's second word: a whole-token id (>= 0),
+# -1 (look the piece up and merge on a miss), or one of these, for the long-piece memo (piece_memo.py):
 _MEMO_BEGIN = -2  # the first part of a piece the memo does not hold: note where its ids begin
 _MEMO_STORE = -3  # no piece: store the ids since _MEMO_BEGIN as those of data[ring[4k + 2]:ring[4k]]
 _MEMO_PENDING = -4  # a whole piece the memo's filter says it may hold; ring[4k + 3] its hash
@@ -258,6 +262,7 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
     out_limit = out_pos + (end - start)
     size = data.shape[0]
     short_bytes = max_piece_bytes(short)
+    hot = short.shape[1] == SHORT_WORDS  # the layout encode_block's hot path reads (piece_slot's addresses)
     gpt2 = vocab.config[cfg.PRETOKENIZER] == cfg.PRETOK_GPT2
     whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
     joinable = vocab.joinable
@@ -270,11 +275,12 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
     while pos < end:
         # --- find up to _BLOCK pieces: ring[4k] the end, ring[4k + 1] a whole-token id or -1,
         # ring[4k + 2] the cut_end in effect (to resume there), ring[4k + 3] the address of the
-        # cache slot its lookup reads first, prefetched now (0: none) ---
+        # cache slot its lookup reads first, prefetched now (0: none; not 0: a hot entry, which
+        # needs no words 1 and 2, see _RING) ---
         n_found = 0
         while found < end and n_found < _BLOCK:
             if classes is not None:  # (None: the URL pre-tokenizer's specialisation, which lacks this block)
-                if (gpt2 and found >= cut_end and found + WINDOW <= end and found + WINDOW + 16 <= size
+                if (gpt2 and hot and found >= cut_end and found + WINDOW + 8 <= end and found + WINDOW + 16 <= size
                         and (load_word(data, found) & _HEAD3_HIGH) == 0):
                     # 64 ASCII bytes at a time (pretok_gpt2.gpt2_window_starts): the pieces up to
                     # the first one too long for the short cache, which the path below takes. (The
@@ -290,9 +296,7 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                             break
                         starts &= starts - np.uint64(1)
                         slot = np.uint64(_RING * n_found)  # unsigned indices: no wraparound code (see _U1)
-                        ring[slot] = piece_end
-                        ring[slot + _U1] = -1
-                        ring[slot + _U2] = cut_end
+                        ring[slot] = piece_end  # (a hot entry: no whole id or cut_end, see encode_block)
                         ring[slot + _U3] = np.int64(prefetch_slot(tiny, short, data, piece_start, n))
                         n_found += 1
                         piece_start = piece_end
@@ -341,11 +345,13 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
             at = np.uint64(0)
             if n <= short_bytes and found + 16 <= size:
                 at = prefetch_slot(tiny, short, data, found, n)
+            if not hot or whole != -1 or found + 8 > end:  # not a hot entry (encode_block)
+                at = np.uint64(0)
             slot = np.uint64(_RING * n_found)
             ring[slot] = piece_end
             ring[slot + _U1] = whole
-            ring[slot + _U2] = cut_end
-            ring[slot + _U3] = np.int64(h) if whole == _MEMO_PENDING else np.int64(at)
+            ring[slot + _U2] = np.int64(h) if whole == _MEMO_PENDING else cut_end
+            ring[slot + _U3] = np.int64(at)
             n_found += 1
             found = piece_end
             if memo_from >= 0 and found == cut_end:  # the last part: then store the whole piece
@@ -368,7 +374,8 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
 def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limit, ranks, work, state):
     """The second half of ``encode_run``'s turn: the ids of the ``n_found`` pieces in ``ring``
     (``ring[4k]`` a piece's end, ``ring[4k + 1]`` a whole-token id or -1, ``ring[4k + 2]`` the
-    cut_end in effect, ``ring[4k + 3]`` its home slot address or 0), the first starting at ``pos``,
+    cut_end in effect, ``ring[4k + 3]`` its home slot address or 0; a hot entry, address not 0,
+    has only words 0 and 3: see ``_RING``), the first starting at ``pos``,
     into ``out`` from ``out_pos``; returns the
     new out_pos. A long part that needs more merge room than ``work`` holds sets ``state`` as
     ``encode_run`` documents and stops there."""
@@ -384,14 +391,15 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
     for k in range(n_found):
         slot = np.uint64(_RING * k)
         piece_end = ring[slot]
-        whole = ring[slot + _U1]
         at = np.uint64(ring[slot + _U3])
         n = piece_end - pos
         # The hot path: a piece of 1..15 bytes found in its home slot, tiny or short (the address
         # the finder computed for its prefetch, piece_slot), with no branch on its length and its
         # ids written as one 8-place store (the count says how many are real). Everything else
-        # takes the general path below.
-        if short_layout & (whole == -1) & (at != 0) & (out_pos + 8 <= out_limit):
+        # takes the general path below. A hot entry starts 8 or more bytes before the end, and ids
+        # never outnumber bytes, so the 8 places lie inside out_limit.
+        whole = -1
+        if at != 0:
             k0, second, is_short = piece_key(data, pos, n)
             same = (load_at(at) == k0) & ((load_at(at + _U8) & second_mask(is_short)) == second)
             low = load_at(at + (_U16 if is_short else _U8))
@@ -402,6 +410,8 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
                 out_pos += count
                 pos = piece_end
                 continue
+        else:
+            whole = ring[slot + _U1]
         if whole < -1:  # the long-piece memo (piece_memo.py)
             if whole == _MEMO_STORE:
                 memo_store(caches.memo, data, ring[slot + _U2], pos, out, state[4], out_pos - state[4])
@@ -409,7 +419,7 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
             if whole == _MEMO_BEGIN:
                 state[4] = out_pos
             else:  # _MEMO_PENDING
-                hit = memo_find(caches.memo, np.uint64(ring[slot + _U3]))
+                hit = memo_find(caches.memo, np.uint64(ring[slot + _U2]))
                 new_pos = -1
                 if hit >= 0:
                     new_pos = memo_emit(caches.memo, hit, vocab.token_heads, vocab.token_bytes, vocab.token_offsets,

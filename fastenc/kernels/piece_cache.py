@@ -39,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from fastenc.kernels.loads import element_address, load_flat, load_word
+from fastenc.kernels.loads import element_address, hash_words, load_flat, load_word
 from fastenc.kernels.piece_memo import DEFAULT_MEMO_IDS, DEFAULT_MEMO_SLOTS, new_piece_memo
 
 TINY_WORDS = 2  # 16-byte slots: pieces up to 8 bytes with up to 3 ids (a layout of their own)
@@ -68,16 +68,27 @@ def _home(h, mask):
 
 
 @njit(cache=True, forceinline=True)
-def tiny_home(k0, n, mask):
-    """Home slot of a tiny-cache key: the piece's bytes ``k0`` (zero padded) and its length."""
-    return _home(((k0 * _MUL) ^ np.uint64(n)) * _MUL, mask)
+def short_home(k0, k1, mask):
+    """Home slot of a two-word key (a short-cache key: ``k1`` holds the length in its top byte):
+    ``loads.hash_words`` (CRC32C where the CPU has it), masked. ``tiny_home`` and
+    ``key_home`` (any cache with two key words) are this too, so ``piece_slot`` finds all of them."""
+    return np.int64(hash_words(k0, k1) & np.uint64(mask))
 
 
 @njit(cache=True, forceinline=True)
-def short_home(k0, k1, mask):
-    """Home slot of a short-cache key (``k1`` holds the length in its top byte); equal to
-    ``cache_lookup``'s hash with ``k2 = k3 = 0``."""
-    return _home(((k0 * _MUL) ^ k1) * _MUL * _MUL, mask)
+def tiny_home(k0, n, mask):
+    """Home slot of a tiny-cache key: the piece's bytes ``k0`` (zero padded) and its length ``n``;
+    ``short_home`` of the key a short cache would give the piece (``k1`` = 0 with the length in its top byte)."""
+    return short_home(k0, np.uint64(n) << _LEN_SHIFT, mask)
+
+
+@njit(cache=True, forceinline=True)
+def key_home(k0, k1, k2, k3, key_words, mask):
+    """Home slot of a ``cache_lookup`` key of ``key_words`` words (2: ``short_home``; 4: the long
+    cache's, a multiply hash of all four)."""
+    if key_words == 2:
+        return short_home(k0, k1, mask)
+    return _home((((k0 * _MUL) ^ k1) * _MUL ^ k2 ^ (k3 * _MUL2)) * _MUL, mask)
 
 
 _U8 = np.uint64(8)
@@ -111,8 +122,10 @@ def piece_slot(tiny, short, data, start, n):
     of ``tiny_cache_lookup`` / ``short_cache_lookup`` (``piece_key``; equal hashes), so every store
     and lookup agrees with it. Needs ``start + 16 <= len(data)``."""
     k0, second, is_short = piece_key(data, start, n)
-    tiny_at = element_address(tiny, TINY_WORDS * tiny_home(k0, n, tiny.shape[0] - 1))
-    short_at = element_address(short, SHORT_WORDS * short_home(k0, second, short.shape[0] - 1))
+    # One hash for both: a tiny piece's ``second`` is its length byte alone, its tiny_home key.
+    h = hash_words(k0, second)
+    tiny_at = element_address(tiny, TINY_WORDS * np.int64(h & np.uint64(tiny.shape[0] - 1)))
+    short_at = element_address(short, SHORT_WORDS * np.int64(h & np.uint64(short.shape[0] - 1)))
     return short_at if is_short else tiny_at
 
 
@@ -192,7 +205,7 @@ def cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     else:
         k3 |= length
         last = k3
-    slot = _home((((k0 * _MUL) ^ k1) * _MUL ^ k2 ^ (k3 * _MUL2)) * _MUL, mask)
+    slot = key_home(k0, k1, k2, k3, key_words, mask)
     # --- probe ---
     result = -1
     for _ in range(_PROBES):
@@ -392,7 +405,7 @@ def cache_store(cache, data, start, end, ids, ids_start, count):
         k1 |= length
     else:
         k3 |= length
-    home = _home((((k0 * _MUL) ^ k1) * _MUL ^ k2 ^ (k3 * _MUL2)) * _MUL, mask)
+    home = key_home(k0, k1, k2, k3, key_words, mask)
     slot = home
     for probe in range(_PROBES):
         candidate = (home + probe) & mask

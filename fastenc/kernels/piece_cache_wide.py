@@ -25,7 +25,7 @@ from numba import njit
 
 from fastenc.kernels.jit import NO_REFCOUNTING
 from fastenc.kernels.loads import load_word
-from fastenc.kernels.piece_cache import _LEN_SHIFT, _MUL, _MUL2, _ONES, _PROBES, ELSEWHERE
+from fastenc.kernels.piece_cache import _LEN_SHIFT, _ONES, _PROBES, ELSEWHERE, key_home, tiny_home
 from fastenc.kernels.piece_memo import _AT_MASK as _MEMO_AT_MASK
 from fastenc.kernels.piece_memo import _AT_SHIFT as _MEMO_AT_SHIFT
 from fastenc.kernels.piece_memo import _COUNT_MASK as _MEMO_COUNT_MASK
@@ -78,8 +78,7 @@ def wide_tiny_lookup(cache, data, start, end, out, out_pos, out_limit):
         for i in range(start, end):
             k0 |= np.uint64(data[i]) << np.uint64(8 * (i - start))
     length = np.uint64(n)
-    h = ((k0 * _MUL) ^ length) * _MUL
-    slot = np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
+    slot = tiny_home(k0, n, mask)
     result = -1
     for _ in range(_PROBES):
         w1 = cache[slot, 1]
@@ -112,8 +111,7 @@ def wide_tiny_store(cache, data, start, end, ids, ids_start, count):
     for i in range(start, end):
         k0 |= np.uint64(data[i]) << np.uint64(8 * (i - start))
     length = np.uint64(n)
-    h = ((k0 * _MUL) ^ length) * _MUL
-    home = np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
+    home = tiny_home(k0, n, mask)
     slot = home
     for probe in range(_PROBES):
         candidate = (home + probe) & mask
@@ -172,8 +170,7 @@ def wide_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     else:
         k3 |= length
         last = k3
-    h = (((k0 * _MUL) ^ k1) * _MUL ^ k2 ^ (k3 * _MUL2)) * _MUL
-    slot = np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
+    slot = key_home(k0, k1, k2, k3, key_words, mask)
     result = -1
     for _ in range(_PROBES):
         stored_last = cache[slot, key_words - 1]
@@ -229,8 +226,7 @@ def wide_cache_store(cache, data, start, end, ids, ids_start, count):
         k1 |= length
     else:
         k3 |= length
-    h = (((k0 * _MUL) ^ k1) * _MUL ^ k2 ^ (k3 * _MUL2)) * _MUL
-    home = np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
+    home = key_home(k0, k1, k2, k3, key_words, mask)
     slot = home
     for probe in range(_PROBES):
         candidate = (home + probe) & mask

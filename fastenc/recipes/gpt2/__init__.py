@@ -87,7 +87,11 @@ from fastenc.recipes.gpt2.verify import verify_output  # noqa: F401  (re-export:
 #: per-file overhead (listing, open, metadata) is noise; below the 5 GB where S3/HF uploads
 #: need multipart. Every part is also verified as it closes, so this bounds that cost too.
 DEFAULT_PART_TOKENS = 1 << 28
-DEFAULT_BATCH_BYTES = 32 << 20
+#: Read batches of 8 MB, not 32: the reader thread hands the first one over in ~17 ms, not ~125
+#: (a 54 MB file), and a batch and its ids stay in the CPU caches between decode and encode: the
+#: 8-file bench (bench_scale.py --only gpt2 --doc-copies 4) ran in 3.3 s instead of 4.1-4.4 in one
+#: process (bench/RESULTS.md, session 14). The output does not depend on it.
+DEFAULT_BATCH_BYTES = 8 << 20
 DEFAULT_DECODE_EVERY = 1000
 DEFAULT_COUNT_COLUMN = "gpt2_tokens"
 TEXT_CANDIDATES = ("content", "text")

@@ -52,25 +52,25 @@ def render(out: str | os.PathLike) -> str:
 
 def write(out: str | os.PathLike) -> Path:
     """Rewrite ``out/README.md`` from the output's files: written to a temporary name, fsynced and
-    renamed (a reader never sees half a card). For a shared URL folder the render and the rename
-    hold the lock of its writers (``staging.out_lock``, beside the folder), so that two shards
-    finishing at once cannot leave a card that misses one of them: the last writer renders after
-    every commit before it."""
+    renamed (a reader never sees half a card). The render and the rename hold the lock of the
+    folder's writers (``staging.out_lock``, beside the folder; every format, one rule), so that
+    two URL shards finishing at once cannot leave a card that misses one of them: the last writer
+    renders after every commit before it."""
     from fastenc.verify import detect_format
 
     out = Path(out)
-    fmt = detect_format(out)  # a folder that is no output gets its one-line error before any lock
+    detect_format(out)  # a folder that is no output gets its one-line error before any lock
     try:
-        return _write_locked(out, fmt)
+        return _write_locked(out)
     except OSError as exc:
         raise OutputError(f"cannot write {out / CARD}: {exc.strerror or exc}; check the permissions and the free space "
                           f"(`fastenc card {out} --print` shows the card without writing it)") from exc
 
 
-def _write_locked(out: Path, fmt: str) -> Path:
+def _write_locked(out: Path) -> Path:
     from fastenc.run import staging
 
-    with staging.out_lock(out) if fmt in ("urls", "fastenc-urls") else _locked(out):
+    with staging.out_lock(out):
         text = render(out)
         with contextlib.suppress(OSError):
             if (out / CARD).read_text(encoding="utf-8") == text:
@@ -100,18 +100,6 @@ def _fsync_dir(directory: Path) -> None:
             os.fsync(fd)
     finally:
         os.close(fd)
-
-
-@contextlib.contextmanager
-def _locked(out: Path):
-    import fcntl
-
-    fd = os.open(out, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 def write_staged(stage, fmt: str) -> None:

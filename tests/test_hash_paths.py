@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import DOCS_FIXTURE
 from numba import njit
 
 from fastenc.kernels import loads
@@ -82,8 +83,6 @@ print(json.dumps({"hashes": [int(hash_of(np.uint64(a), np.uint64(b))) for a, b i
 
 
 def test_portable_path_encodes_exactly(tmp_path, docs_fixture, tiktoken_gpt2):
-    from tests.conftest import DOCS_FIXTURE
-
     env = dict(os.environ, FASTENC_PORTABLE_HASH="1", NUMBA_CACHE_DIR=str(tmp_path / "numba"))
     result = subprocess.run([sys.executable, "-c", _PORTABLE_RUN, str(DOCS_FIXTURE), json.dumps(WORDS)],
                             capture_output=True, text=True, env=env, timeout=600)

@@ -34,7 +34,6 @@ from fastenc.kernels.piece_cache import (
     SHORT_WORDS,
     TINY_MAX_BYTES,
     TINY_MAX_IDS,
-    TINY_WORDS,
     PieceCaches,
     cache_lookup,
     cache_store,
@@ -44,10 +43,8 @@ from fastenc.kernels.piece_cache import (
     piece_slot,
     second_mask,
     short_cache_lookup,
-    short_home,
     tiny_cache_lookup,
     tiny_cache_store,
-    tiny_home,
 )
 from fastenc.kernels.encode_wide import encode_text_wide
 from fastenc.kernels.piece_memo import MEMO_MAX_BYTES, memo_emit, memo_find, memo_hash, memo_maybe, memo_prefetch, memo_store
@@ -126,7 +123,7 @@ _RING = 4  # words per ring entry: a piece's end, whole-token id, cut_end, home 
 # -1 (look the piece up and merge on a miss), or one of these, for the long-piece memo (piece_memo.py):
 _MEMO_BEGIN = -2  # the first part of a piece the memo does not hold: note where its ids begin
 _MEMO_STORE = -3  # no piece: store the ids since _MEMO_BEGIN as those of data[ring[4k + 2]:ring[4k]]
-_MEMO_PENDING = -4  # a whole piece the memo's filter says it may hold; ring[4k + 3] its hash
+_MEMO_PENDING = -4  # a whole piece the memo's filter says it may hold; ring[4k + 2] its hash
 
 
 class EncodeScratch(NamedTuple):

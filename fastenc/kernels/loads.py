@@ -1,5 +1,6 @@
-"""Memory intrinsics: an 8-byte little-endian load in one instruction (``load_word``), and a
-prefetch hint (``prefetch``).
+"""Memory intrinsics: an 8-byte little-endian load in one instruction (``load_word``), a
+prefetch hint (``prefetch``), and the piece caches' slot hash (``hash_words``: CRC32C where the
+CPU has it).
 
 ``load_word`` reads eight bytes of a ``uint8`` array as one little-endian ``uint64``.
 

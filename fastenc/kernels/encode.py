@@ -49,7 +49,7 @@ from fastenc.kernels.piece_cache import (
 from fastenc.kernels.encode_wide import encode_text_wide
 from fastenc.kernels.piece_memo import MEMO_MAX_BYTES, memo_emit, memo_find, memo_hash, memo_maybe, memo_prefetch, memo_store
 from fastenc.kernels.jit import NO_REFCOUNTING
-from fastenc.kernels.loads import ASCII_MASKS, load_at, load_word, prefetch_at, store_ids8
+from fastenc.kernels.loads import ASCII_MASKS, element_address, load_at, load_word, prefetch_at, store_ids8
 from fastenc.kernels.pretok_gpt2 import WINDOW, gpt2_piece_end, gpt2_window_starts
 from fastenc.kernels.pretok_url import url_piece_end
 from fastenc.kernels.readonly import as_readonly
@@ -66,6 +66,12 @@ _U3 = np.uint64(3)
 _U8 = np.uint64(8)  # byte offsets of a slot's words (piece_slot's addresses)
 _U16 = np.uint64(16)
 _U24 = np.uint64(24)
+_U32 = np.uint64(32)  # a long slot's id words (piece_cache.py: four key words, then four id words)
+_U40 = np.uint64(40)
+_U48 = np.uint64(48)
+_U56 = np.uint64(56)
+_LOW56 = np.uint64(0x00FFFFFFFFFFFFFF)  # a short key's second word without its length byte
+_TOP8 = np.uint64(0xFF) << np.uint64(56)  # its length byte
 _COUNT_SHIFT = np.uint64(48)  # a slot's id count: bits 48..55 of its last word (piece_cache.py)
 _BYTE = np.uint64(0xFF)
 _HEAD3_HIGH = np.uint64(0x808080)  # the high bits of a word's first three bytes
@@ -263,6 +269,13 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
     gpt2 = vocab.config[cfg.PRETOKENIZER] == cfg.PRETOK_GPT2
     whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
     joinable = vocab.joinable
+    follow = hot and short.shape[0] <= tiny.shape[0]  # as in encode_block
+    follow_long = follow and caches.long.shape[1] == 8 and caches.long.shape[0] <= short.shape[0]
+    tiny_base = element_address(tiny, 0)
+    short_base = element_address(short, 0)
+    long_base = element_address(caches.long, 0)
+    short_index_bytes = np.uint64(SHORT_WORDS * 8 * (short.shape[0] - 1))
+    long_index_bytes = np.uint64(64 * (caches.long.shape[0] - 1))
     state[0] = -1
     found = start  # the finder's position; while found < cut_end it walks the parts of a long piece
     memo_from = -1  # the start of the long piece being cut whose ids the memo is to store
@@ -342,6 +355,14 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
             at = np.uint64(0)
             if n <= short_bytes and found + 16 <= size:
                 at = prefetch_slot(tiny, short, data, found, n)
+                if follow:
+                    # Off the window path (mostly non-Latin text) a piece is often a marker (a tiny
+                    # one with 4..7 ids, a short one with more than 7): the slot where encode_block
+                    # follows it loads as well.
+                    if n <= TINY_MAX_BYTES:
+                        prefetch_at(short_base + (((at - tiny_base) << _U1) & short_index_bytes))
+                    elif follow_long:
+                        prefetch_at(long_base + (((at - short_base) << _U1) & long_index_bytes))
             if not hot or whole != -1 or found + 8 > end:  # not a hot entry (encode_block)
                 at = np.uint64(0)
             slot = np.uint64(_RING * n_found)
@@ -385,6 +406,18 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
     long_bytes = max_piece_bytes(long)
     short_layout = short.shape[1] == SHORT_WORDS  # then the specialised lookup applies
     size = data.shape[0]
+    # A marker's ids are in a later cache's home slot for the same hash (piece_slot's, and
+    # key_home's for a long-cache piece of up to 15 bytes), whose index is the marker's own, masked
+    # to that cache's size where it is no larger: the hot path follows a marker there itself.
+    # (A tiny piece with 4..7 ids: the short slot; with more, or a short piece with more than 7:
+    # the long one. Indentation such as "\n" and 7 spaces has 8 ids in GPT-2.)
+    follow = short_layout and short.shape[0] <= tiny.shape[0]
+    follow_long = follow and long.shape[1] == 8 and long.shape[0] <= short.shape[0]
+    tiny_base = element_address(tiny, 0)
+    short_base = element_address(short, 0)
+    long_base = element_address(long, 0)
+    short_index_bytes = np.uint64(SHORT_WORDS * 8 * (short.shape[0] - 1))  # slot index << 5, masked
+    long_index_bytes = np.uint64(64 * (long.shape[0] - 1))  # slot index << 6, masked
     for k in range(n_found):
         slot = np.uint64(_RING * k)
         piece_end = ring[slot]
@@ -407,6 +440,31 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
                 out_pos += count
                 pos = piece_end
                 continue
+            if same & follow:  # a marker (count 0): follow it (above)
+                if is_short:
+                    offset = (at - short_base) << _U1  # a 32-byte slot's offset -> a 64-byte one's
+                else:
+                    offset = (at - tiny_base) << _U2  # 16 -> 64 bytes
+                    at = short_base + (((at - tiny_base) << _U1) & short_index_bytes)
+                    low = load_at(at + _U16)
+                    high = load_at(at + _U24)
+                    count = np.int64((high >> _COUNT_SHIFT) & _BYTE)
+                    if (load_at(at) == k0) & (load_at(at + _U8) == second) & (count != 0):
+                        store_ids8(out, out_pos, low, high)
+                        out_pos += count
+                        pos = piece_end
+                        continue
+                if follow_long and out_pos + 16 <= out_limit:
+                    at = long_base + (offset & long_index_bytes)  # key: k0, k1, 0, the length byte
+                    high = load_at(at + _U56)
+                    count = np.int64((high >> _COUNT_SHIFT) & _BYTE)
+                    if ((load_at(at) == k0) & (load_at(at + _U8) == (second & _LOW56)) & (load_at(at + _U16) == 0)
+                            & (load_at(at + _U24) == (second & _TOP8)) & (count != 0)):
+                        store_ids8(out, out_pos, load_at(at + _U32), load_at(at + _U40))
+                        store_ids8(out, out_pos + 8, load_at(at + _U48), high)
+                        out_pos += count
+                        pos = piece_end
+                        continue
         else:
             whole = ring[slot + _U1]
         if whole < -1:  # the long-piece memo (piece_memo.py)

@@ -85,9 +85,15 @@ def tiny_home(k0, n, mask):
 @njit(cache=True, forceinline=True)
 def key_home(k0, k1, k2, k3, key_words, mask):
     """Home slot of a ``cache_lookup`` key of ``key_words`` words (2: ``short_home``; 4: the long
-    cache's, a multiply hash of all four)."""
+    cache's: ``short_home`` of the short key for a piece of up to 15 bytes, else a multiply hash of
+    all four words)."""
     if key_words == 2:
         return short_home(k0, k1, mask)
+    if (k3 >> _LEN_SHIFT) <= np.uint64(15):
+        # A piece of up to 15 bytes (k2 is 0, k3 only its length byte) gets the hash of its short key:
+        # its long slot has the index of its tiny or short home slot, masked, where encode_block
+        # follows a marker without hashing again.
+        return short_home(k0, k1 | k3, mask)
     return _home((((k0 * _MUL) ^ k1) * _MUL ^ k2 ^ (k3 * _MUL2)) * _MUL, mask)
 
 

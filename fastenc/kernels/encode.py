@@ -40,7 +40,7 @@ from fastenc.kernels.piece_cache import (
     max_piece_bytes,
     max_piece_ids,
     piece_key,
-    piece_slot,
+    key_slot,
     second_mask,
     short_cache_lookup,
     tiny_cache_lookup,
@@ -77,18 +77,6 @@ _BYTE = np.uint64(0xFF)
 _HEAD3_HIGH = np.uint64(0x808080)  # the high bits of a word's first three bytes
 
 
-@njit(cache=True, forceinline=True)
-def prefetch_slot(tiny, short, data, start, n):
-    """Start loading the home slot of the piece ``data[start:start + n]`` (1..15 bytes: the tiny
-    cache's for up to 8, the short cache's (``SHORT_WORDS`` layout) beyond; ``piece_slot``, no
-    branch on the length); returns its address, for the lookup. Needs ``start + 16 <= len(data)``."""
-    at = piece_slot(tiny, short, data, start, n)
-    prefetch_at(at)
-    if (tiny.shape[0] | short.shape[0] | data.shape[0]) < 0:
-        at = np.uint64(0)
-    return at
-
-
 @njit(cache=True)
 def remember_piece(caches, data, start, end, ids, ids_start, count):
     """Store a merged piece of 2..31 bytes (``data[start:end]`` -> ``ids[ids_start:ids_start+count]``)
@@ -122,9 +110,10 @@ _BLOCK = 256  # pieces found (and their cache slots prefetched) before any of th
 # (_RING words per piece) is then 8 KB, well inside L1.
 _RING = 4  # words per ring entry: a piece's end, whole-token id, cut_end, home slot address (0: none)
 # A *hot* entry (its fourth word not 0: a piece of 1..15 bytes starting at least 8 bytes before its
-# document's end, whose home slot piece_slot found) holds only words 0 and 3; encode_block reads the
-# others only for the rest, so the window path stores two words per piece, not four (with the CRC
-# hash, code 1.00 -> 1.075x warm, bench/RESULTS.md session 14). A memo-pending entry's third word is
+# document's end, whose home slot piece_slot found) holds its key (piece_key's k0 and second) in
+# words 1 and 2 instead: the finder computed it for the slot's hash anyway, and encode_block no longer
+# loads and masks the piece's bytes a second time (warm 1.03-1.09x by kind of text, bench/RESULTS.md
+# session 17). Only the rest hold the words below. A memo-pending entry's third word is
 # the piece's memo hash (its cut_end is its end). A ring entry's second word: a whole-token id (>= 0),
 # -1 (look the piece up and merge on a miss), or one of these, for the long-piece memo (piece_memo.py):
 _MEMO_BEGIN = -2  # the first part of a piece the memo does not hold: note where its ids begin
@@ -306,8 +295,13 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                             break
                         starts &= starts - np.uint64(1)
                         slot = np.uint64(_RING * n_found)  # unsigned indices: no wraparound code (see _U1)
-                        ring[slot] = piece_end  # (a hot entry: no whole id or cut_end, see encode_block)
-                        ring[slot + _U3] = np.int64(prefetch_slot(tiny, short, data, piece_start, n))
+                        k0, second, is_short = piece_key(data, piece_start, n)
+                        at = key_slot(tiny, short, k0, second, is_short)
+                        prefetch_at(at)
+                        ring[slot] = piece_end  # (a hot entry: its key, not a whole id or cut_end, see encode_block)
+                        ring[slot + _U1] = np.int64(k0)
+                        ring[slot + _U2] = np.int64(second)
+                        ring[slot + _U3] = np.int64(at)
                         n_found += 1
                         piece_start = piece_end
                     if piece_start > found:
@@ -353,8 +347,12 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                                 memo_from = found
             n = piece_end - found
             at = np.uint64(0)
+            k0 = np.uint64(0)
+            second = np.uint64(0)
             if n <= short_bytes and found + 16 <= size:
-                at = prefetch_slot(tiny, short, data, found, n)
+                k0, second, is_short = piece_key(data, found, n)
+                at = key_slot(tiny, short, k0, second, is_short)
+                prefetch_at(at)
                 if follow:
                     # Off the window path (mostly non-Latin text) a piece is often a marker (a tiny
                     # one with 4..7 ids, a short one with more than 7): the slot where encode_block
@@ -367,8 +365,12 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                 at = np.uint64(0)
             slot = np.uint64(_RING * n_found)
             ring[slot] = piece_end
-            ring[slot + _U1] = whole
-            ring[slot + _U2] = np.int64(h) if whole == _MEMO_PENDING else cut_end
+            if at != 0:  # a hot entry: its key
+                ring[slot + _U1] = np.int64(k0)
+                ring[slot + _U2] = np.int64(second)
+            else:
+                ring[slot + _U1] = whole
+                ring[slot + _U2] = np.int64(h) if whole == _MEMO_PENDING else cut_end
             ring[slot + _U3] = np.int64(at)
             n_found += 1
             found = piece_end
@@ -393,7 +395,7 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
     """The second half of ``encode_run``'s turn: the ids of the ``n_found`` pieces in ``ring``
     (``ring[4k]`` a piece's end, ``ring[4k + 1]`` a whole-token id or -1, ``ring[4k + 2]`` the
     cut_end in effect, ``ring[4k + 3]`` its home slot address or 0; a hot entry, address not 0,
-    has only words 0 and 3: see ``_RING``), the first starting at ``pos``,
+    holds its key in words 1 and 2 instead: see ``_RING``), the first starting at ``pos``,
     into ``out`` from ``out_pos``; returns the
     new out_pos. A long part that needs more merge room than ``work`` holds sets ``state`` as
     ``encode_run`` documents and stops there."""
@@ -430,7 +432,9 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
         # never outnumber bytes, so the 8 places lie inside out_limit.
         whole = -1
         if at != 0:
-            k0, second, is_short = piece_key(data, pos, n)
+            k0 = np.uint64(ring[slot + _U1])
+            second = np.uint64(ring[slot + _U2])
+            is_short = n > tiny_bytes
             same = (load_at(at) == k0) & ((load_at(at + _U8) & second_mask(is_short)) == second)
             low = load_at(at + (_U16 if is_short else _U8))
             high = load_at(at + (_U24 if is_short else _U8))

@@ -128,6 +128,12 @@ def piece_slot(tiny, short, data, start, n):
     of ``tiny_cache_lookup`` / ``short_cache_lookup`` (``piece_key``; equal hashes), so every store
     and lookup agrees with it. Needs ``start + 16 <= len(data)``."""
     k0, second, is_short = piece_key(data, start, n)
+    return key_slot(tiny, short, k0, second, is_short)
+
+
+@njit(cache=True, forceinline=True)
+def key_slot(tiny, short, k0, second, is_short):
+    """``piece_slot`` from the piece's key (``piece_key``), for a caller that keeps the key."""
     # One hash for both: a tiny piece's ``second`` is its length byte alone, its tiny_home key.
     h = hash_words(k0, second)
     tiny_at = element_address(tiny, TINY_WORDS * np.int64(h & np.uint64(tiny.shape[0] - 1)))

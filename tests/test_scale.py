@@ -321,3 +321,30 @@ def test_zero_workers_is_refused_by_every_recipe(encode, tmp_path):
     with pytest.raises(UsageError, match="--workers must be at least 1"):
         encode([src], tmp_path / "out", workers=0, quiet=True)
     assert not (tmp_path / "out").exists()
+
+
+
+def test_spills_skip_fsync_and_a_spill_that_lost_writes_is_redone(tmp_path, monkeypatch):
+    """A spill is not fsynced (WorkDir.stage): after a crash of the machine one of its files can
+    keep its size and lose its content. Its manifest's digest must then reject it, so the unit is
+    redone; a durable stage (the final output's) still fsyncs every file."""
+    from fastenc.run import staging
+
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(staging.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    work = WorkDir(tmp_path / "out", {"recipe": "test"}).open()
+    synced.clear()  # (the work folder's request.json is written durably)
+    stage = work.stage(0)
+    spill = stage.open("b1/ids.bin")
+    spill.file.write(bytes(range(256)) * 64)
+    work.commit(0, stage, {"documents": 3})
+    assert synced == []  # no fsync for the spill's files or folders
+    assert work.finished(0) == {"documents": 3}
+    ids = work.unit_dir(0) / "b1" / "ids.bin"
+    ids.write_bytes(bytes(ids.stat().st_size))  # same size, content lost (zeros)
+    assert work.finished(0) is None  # not trusted: the map redoes unit 0
+    final = staging.Stage(tmp_path / "final.tmp")
+    final.write_bytes("part.bin", b"ids")
+    final.finish()
+    assert len(synced) >= 2  # the file and its folder

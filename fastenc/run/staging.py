@@ -129,12 +129,14 @@ class _HookedFile:
 
 
 class StagedFile:
-    """One file being written in a ``Stage``; ``finish()`` flushes, fsyncs and closes it."""
+    """One file being written in a ``Stage``; ``finish()`` flushes, fsyncs (if ``durable``) and
+    closes it."""
 
-    def __init__(self, path: Path, mode: str = "wb", **open_kwargs):
+    def __init__(self, path: Path, mode: str = "wb", durable: bool = True, **open_kwargs):
         if not mode.startswith("w"):
             raise ValueError("a staged file is a new file: mode must start with 'w'")
         self.path = path
+        self.durable = durable
         self.file = _HookedFile(open(path, mode, **open_kwargs), path)
         self.state = "open"
 
@@ -146,8 +148,9 @@ class StagedFile:
         if self.state != "open":
             return
         self.file.flush()
-        faults.step("fsync", self.path)
-        os.fsync(self.file.fileno())
+        faults.step("fsync", self.path)  # (also without the fsync: a fault drill fails a file's finish here)
+        if self.durable:
+            os.fsync(self.file.fileno())
         self.file.close()
         self.state = "finished"
 
@@ -174,10 +177,16 @@ class Stage:
     ``OUT``), ``publish_swap`` (linked into a rebuilt ``OUT`` swapped in) or ``publish_into`` (its
     entries move into an existing ``OUT``, the manifest last);
     a future map/reduce run can also keep finished stages as units and publish them in a reduce step.
+
+    ``durable=False`` leaves out the fsyncs (``finish()`` only flushes and closes): for a stage whose
+    files are checked by their content before anything trusts them, a map unit's spill
+    (``fastenc.run.units.WorkDir``), where a lost write after a crash costs a redone unit, not a
+    wrong output.
     """
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, durable: bool = True):
         self.dir = Path(directory)
+        self.durable = durable
         self.files: list[StagedFile] = []
         self._dirs: set[Path] = set()
         self._mkdir(self.dir)
@@ -198,7 +207,7 @@ class Stage:
         return p
 
     def open(self, rel: str | os.PathLike, mode: str = "wb", **open_kwargs) -> StagedFile:
-        sf = StagedFile(self.path(rel), mode, **open_kwargs)
+        sf = StagedFile(self.path(rel), mode, durable=self.durable, **open_kwargs)
         self.files.append(sf)
         return sf
 
@@ -222,11 +231,13 @@ class Stage:
         sf.finish()
 
     def finish(self) -> None:
-        """Every file flushed, fsynced and closed, and every folder fsynced (deepest first)."""
+        """Every file flushed, fsynced and closed, and every folder fsynced (deepest first); without
+        the fsyncs for a stage that is not ``durable``."""
         for sf in self.files:
             sf.finish()
-        for d in sorted(self._dirs, key=lambda p: len(p.parts), reverse=True):
-            fsync_dir(d)
+        if self.durable:
+            for d in sorted(self._dirs, key=lambda p: len(p.parts), reverse=True):
+                fsync_dir(d)
 
     def discard(self) -> None:
         for sf in self.files:

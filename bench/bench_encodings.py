@@ -1,7 +1,7 @@
 """cl100k_base / o200k_base encode speed: fastenc against tiktoken, gigatoken, quicktok-v1,
 bpe-openai and rs-bpe, on the same documents, 1 and 2 threads, first pass and warm.
 
-    python bench/bench_encodings.py [--docs ../shared/data/text/docs.parquet] [--repeat 3]
+    python bench/bench_encodings.py [--docs ../shared/data/text/docs.parquet] [--repeat 3] [--rounds 3]
                                     [--encodings cl100k_base,o200k_base] [--tools fastenc,tiktoken,...]
 
 Each (encoding, tool, threads) runs in its own subprocess (the Rust peers size their thread pools
@@ -11,7 +11,9 @@ caches for the tools that have them) and ``--repeat`` more (*warm*: their median
 every worker hashes each document's ids (outside the timing) and the parent compares them with
 tiktoken's ``encode_ordinary``; a tool that differs on any document is marked in the table
 with the number of documents that differ. Ratios are peer time / fastenc time, same encoding
-and thread count, from this one run.
+and thread count, from this one run. With ``--rounds R`` every worker runs R times, the tools
+alternating (their order reversed every other round): each figure is the median over rounds, and
+the per-round ratios are printed beside it (these VMs swing by 10-30% from minute to minute).
 
 Peers: pip install tiktoken gigatoken quicktok-v1 bpe-openai rs-bpe. The tiktoken oracle reads the
 rank files committed in vocab/ (tests/test_encodings.py's route, no download).
@@ -137,6 +139,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=Path, default=DEFAULT_DOCS)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; figures are medians over them")
     parser.add_argument("--encodings", default="cl100k_base,o200k_base")
     parser.add_argument("--tools", default=",".join(TOOLS))
     parser.add_argument("--threads", default="1,2")
@@ -152,26 +155,37 @@ def main() -> None:
 
     texts = pq.read_table(args.docs, columns=["text"]).column("text").to_pylist()
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
-    print(f"# {args.docs.name}: {len(texts)} documents, {mb:.1f} MB of UTF-8; warm = median of {args.repeat} passes")
+    print(f"# {args.docs.name}: {len(texts)} documents, {mb:.1f} MB of UTF-8; warm = median of {args.repeat} passes; "
+          f"medians over {args.rounds} alternating rounds")
     print(f"# load average at start: {os.getloadavg()[0]:.2f}")
     rows = []
     for name in args.encodings.split(","):
         want = _digests(_tiktoken(name).encode_ordinary_batch(texts, num_threads=2))
-        results = {}
-        for threads in args.threads:
-            for tool in args.tools.split(","):
-                r = _spawn(tool, name, threads, args)
-                if "error" in r:
-                    print(f"{name:12s} {tool:12s} {threads}T  FAILED: {r['error']}", flush=True)
-                    continue
-                r["differ"] = sum(a != b for a, b in zip(r.pop("digests"), want))
-                results[(tool, threads)] = r
-                print(f"{name:12s} {tool:12s} {threads}T  first {mb / r['first_s']:7.1f} MB/s  warm {mb / r['warm_s']:7.1f} MB/s"
-                      f"  {'exact' if r['differ'] == 0 else str(r['differ']) + ' docs differ'}", flush=True)
+        runs: dict = {}  # (tool, threads) -> one result per round
+        for rnd in range(args.rounds):
+            for threads in args.threads:
+                tools = args.tools.split(",")
+                for tool in (tools if rnd % 2 == 0 else tools[::-1]):
+                    r = _spawn(tool, name, threads, args)
+                    if "error" in r:
+                        print(f"{name:12s} {tool:12s} {threads}T  FAILED: {r['error']}", flush=True)
+                        continue
+                    r["differ"] = sum(a != b for a, b in zip(r.pop("digests"), want))
+                    runs.setdefault((tool, threads), []).append(r)
+                    print(f"{name:12s} {tool:12s} {threads}T  round {rnd + 1}  first {mb / r['first_s']:7.1f} MB/s  "
+                          f"warm {mb / r['warm_s']:7.1f} MB/s  {'exact' if r['differ'] == 0 else str(r['differ']) + ' docs differ'}",
+                          flush=True)
+        results = {key: {"first_s": statistics.median(r["first_s"] for r in rs),
+                         "warm_s": statistics.median(r["warm_s"] for r in rs),
+                         "differ": max(r["differ"] for r in rs), "rounds": rs} for key, rs in runs.items()}
         for (tool, threads), r in results.items():
             base = results.get(("fastenc", threads))
-            ratio = (f"{r['first_s'] / base['first_s']:.2f}x | {r['warm_s'] / base['warm_s']:.2f}x"
-                     if base and tool != "fastenc" else "— | —")
+            ratio = "— | —"
+            if base and tool != "fastenc":
+                paired = list(zip(r["rounds"], base["rounds"]))
+                per_round = lambda k: ", ".join(f"{a[k] / b[k]:.2f}" for a, b in paired)  # noqa: E731
+                ratio = (f"{r['first_s'] / base['first_s']:.2f}x ({per_round('first_s')}) | "
+                         f"{r['warm_s'] / base['warm_s']:.2f}x ({per_round('warm_s')})")
             rows.append(f"| {name} | {tool} | {threads} | {mb / r['first_s']:.1f} | {mb / r['warm_s']:.1f} | "
                         f"{'yes' if r['differ'] == 0 else 'NO (' + str(r['differ']) + ' docs differ)'} | {ratio} |")
     print("\n| encoding | tool | threads | first pass MB/s | warm MB/s | exact | peer/fastenc time (first \\| warm) |")

@@ -323,7 +323,6 @@ def test_zero_workers_is_refused_by_every_recipe(encode, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-
 def test_spills_skip_fsync_and_a_spill_that_lost_writes_is_redone(tmp_path, monkeypatch):
     """A spill is not fsynced (WorkDir.stage): after a crash of the machine one of its files can
     keep its size and lose its content. Its manifest's digest must then reject it, so the unit is

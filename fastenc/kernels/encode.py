@@ -77,6 +77,18 @@ _BYTE = np.uint64(0xFF)
 _HEAD3_HIGH = np.uint64(0x808080)  # the high bits of a word's first three bytes
 
 
+@njit(cache=True, forceinline=True)
+def prefetch_home(tiny, short, data, start, n):
+    """Start loading the home slot of the piece ``data[start:start + n]`` (1..15 bytes: the tiny
+    cache's for up to 8, the short cache's (``SHORT_WORDS`` layout) beyond; ``piece_slot``, no
+    branch on the length); returns ``(address, k0, second)``: the address for the lookup, the key
+    (``piece_key``) that a hot ring entry keeps. Needs ``start + 16 <= len(data)``."""
+    k0, second, is_short = piece_key(data, start, n)
+    at = key_slot(tiny, short, k0, second, is_short)
+    prefetch_at(at)
+    return at, k0, second
+
+
 @njit(cache=True)
 def remember_piece(caches, data, start, end, ids, ids_start, count):
     """Store a merged piece of 2..31 bytes (``data[start:end]`` -> ``ids[ids_start:ids_start+count]``)
@@ -295,9 +307,7 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                             break
                         starts &= starts - np.uint64(1)
                         slot = np.uint64(_RING * n_found)  # unsigned indices: no wraparound code (see _U1)
-                        k0, second, is_short = piece_key(data, piece_start, n)
-                        at = key_slot(tiny, short, k0, second, is_short)
-                        prefetch_at(at)
+                        at, k0, second = prefetch_home(tiny, short, data, piece_start, n)
                         ring[slot] = piece_end  # (a hot entry: its key, not a whole id or cut_end, see encode_block)
                         ring[slot + _U1] = np.int64(k0)
                         ring[slot + _U2] = np.int64(second)
@@ -350,9 +360,7 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
             k0 = np.uint64(0)
             second = np.uint64(0)
             if n <= short_bytes and found + 16 <= size:
-                k0, second, is_short = piece_key(data, found, n)
-                at = key_slot(tiny, short, k0, second, is_short)
-                prefetch_at(at)
+                at, k0, second = prefetch_home(tiny, short, data, found, n)
                 if follow:
                     # Off the window path (mostly non-Latin text) a piece is often a marker (a tiny
                     # one with 4..7 ids, a short one with more than 7): the slot where encode_block

@@ -78,6 +78,9 @@ class Vocab(NamedTuple):
     token_heads    uint64[V]    id -> its bytes and length in one word, for tokens of up to 7 bytes
                                 (``fastenc.kernels.tables.build_token_heads``)
     config         int64[4]     see fastenc.kernels.config: merge rule, whole-piece lookup, pre-tokenizer, size
+    token_prefixes uint64[cap]  hashes of every token's prefixes, for cutting long pieces where no
+                                token spans (fastenc.kernels.segments.span_segment_end)
+    span_pairs     uint16[65536] x << 8 | y -> the longest token starting with x, y, and a guard bit
     """
 
     byte_ids: np.ndarray
@@ -91,6 +94,8 @@ class Vocab(NamedTuple):
     pair_filter: np.ndarray
     token_heads: np.ndarray
     config: np.ndarray
+    token_prefixes: np.ndarray
+    span_pairs: np.ndarray
 
 
 class VocabInfo(NamedTuple):
@@ -305,7 +310,7 @@ def _parse_tiktoken_ranks(raw: bytes, path: Path) -> dict[int, bytes]:
     return id_to_bytes
 
 
-_BUILDER_FILES = ("vocab.py", "kernels/tables.py")
+_BUILDER_FILES = ("vocab.py", "kernels/tables.py", "kernels/segments.py")
 
 
 @functools.lru_cache(maxsize=1)
@@ -570,7 +575,8 @@ def _kernel_tables(byte_ids, lefts, rights, ranks, merge_result, token_bytes, to
     config[cfg.VOCAB_SIZE] = vocab_size
     tables_ = Vocab(byte_ids, pair_table, merge_result, token_bytes, token_offsets, token_table,
                     np.ones(1 << 16, dtype=np.uint8), tables.build_byte_pair_ranks(pair_table, byte_ids),
-                    tables.build_pair_filter(pair_table), tables.build_token_heads(token_bytes, token_offsets), config)
+                    tables.build_pair_filter(pair_table), tables.build_token_heads(token_bytes, token_offsets), config,
+                    *segments.never_cutting_span_tables())
     differs = np.zeros(vocab_size, dtype=np.bool_)
     if whole_piece_lookup:
         differs = segments.tokens_merging_differently(tables_, include)
@@ -579,4 +585,11 @@ def _kernel_tables(byte_ids, lefts, rights, ranks, merge_result, token_bytes, to
             # change its ids: skip the lookup (it costs three random reads per cache miss).
             config[cfg.WHOLE_PIECE_LOOKUP] = 0
     # Where long pieces may be cut (kernels/segments.py) depends on the tables built above.
-    return tables_._replace(joinable=segments.build_joinable(tables_, include, differs))
+    tables_ = tables_._replace(joinable=segments.build_joinable(tables_, include, differs))
+    from fastenc.kernels.encode import takes_wide_loop
+
+    if not takes_wide_loop(config):
+        return tables_  # the narrow loop cuts by byte pairs only: the never-cutting placeholders stay
+    prefixes = segments.token_prefix_table(token_bytes, token_offsets, include, tables.table_capacity)
+    return tables_._replace(token_prefixes=prefixes,
+                            span_pairs=segments.build_span_pairs(token_bytes, token_offsets, include, differs))

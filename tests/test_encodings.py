@@ -454,3 +454,43 @@ def test_the_wide_loop_is_exact_cold_warm_and_with_a_scrambled_memo(pair):
     sigs = list(wide_loop.signatures) + [key[0] for key in wide_loop._cache._cache_file._load_index()]
     assert data.flags.writeable and sigs
     assert all(not sig[0].mutable for sig in sigs), sigs
+
+
+CJK_WORDS = ["中文", "日本語", "テキスト", "한국어", "ภาษาไทย", "的", "是", "了", "ー", "ก", "我们", "中华人民共和国",
+             "東京都", "株式会社", "です", "ます", "한국", "ที่", "\u0301"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=st.lists(st.lists(st.one_of(st.sampled_from(CJK_WORDS),
+                                         st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF),
+                                         st.characters(min_codepoint=0x3040, max_codepoint=0x30FF),
+                                         st.characters(min_codepoint=0xAC00, max_codepoint=0xD7A3),
+                                         st.characters(min_codepoint=0x0E00, max_codepoint=0x0E7F)),
+                               min_size=1, max_size=80).map("".join), min_size=20, max_size=20))
+def test_long_runs_without_spaces_match_tiktoken(oracle, texts):
+    # Runs of CJK, kana, Hangul and Thai without spaces are single pieces far longer than the
+    # caches hold: cut by byte pairs, then where no token spans (kernels/segments.py); the ids
+    # must not change. 150 x 20 = 3,000 runs per encoding.
+    for name in NAMES:
+        enc, ref = fastenc.load(name), oracle[name]
+        ids, offsets = enc.encode_batch(texts)
+        for i, want in enumerate(ref.encode_ordinary_batch(texts, num_threads=1)):
+            assert ids[offsets[i]:offsets[i + 1]].tolist() == want, (name, texts[i])
+
+
+def test_span_cuts_keep_a_token_that_does_not_merge_to_itself_whole(tmp_path, oracle):
+    # "abc" is a token no merge can build (neither "ab" nor "bc" is one): tiktoken gives [abc] for
+    # the piece "abc" but a, b, c inside a longer piece. No token spans the boundaries around
+    # "abc" in "xx...xabcxx...", so without SPAN_GUARD the span rule would cut there and hand the
+    # part "abc" to the whole-piece lookup.
+    ranks = {bytes([b]): b for b in range(256)}
+    for token in (b"xx", b"xxxx", b"abc"):
+        ranks[token] = len(ranks)
+    path = tmp_path / "toy.tiktoken"
+    path.write_bytes(b"".join(base64.b64encode(t) + b" %d\n" % r for t, r in ranks.items()))
+    for pattern, name in (("o200k", "o200k_base"), ("cl100k", "cl100k_base")):
+        ref = tiktoken.Encoding(name="toy", pat_str=oracle[name]._pat_str, mergeable_ranks=ranks, special_tokens={})
+        enc = fastenc.load(path, pattern=pattern)
+        for word in ("abc", "xabc", "abcx", "x" * 17 + "abc" + "x" * 16, "x" * 40 + "abc", "abc" + "x" * 40,
+                     "abc" * 12, "xxbxxabcxx" * 4):
+            assert enc.encode(word) == ref.encode_ordinary(word), (pattern, word)

@@ -266,3 +266,73 @@ def test_piece_slot_names_the_slot_a_store_fills(piece, before, count):
         cache_store(short, data, start, end, ids, 0, count)
         assert table == 1 and short[slot, 0] == k0 and short[slot, 1] == second
         assert second == int.from_bytes(piece[8:], "little") | (len(piece) << 56)
+
+
+def _span_cut_reference(data: bytes, start: int, end: int, tokens: set, longest: int, guarded) -> int:
+    """The first boundary b in (start, end) that no token data[x:y] (start <= x < b < y <= end)
+    spans and that is not guarded; else end. Brute force over every substring."""
+    spanned = [False] * (end + 1)
+    for x in range(start, end):
+        for y in range(x + 2, min(end, x + longest) + 1):
+            if data[x:y] in tokens:
+                for b in range(x + 1, y):
+                    spanned[b] = True
+    return next((b for b in range(start + 1, end) if not spanned[b] and not guarded(data[b - 1], data[b])), end)
+
+
+@pytest.fixture(scope="module", params=["cl100k_base", "o200k_base"])
+def wide_vocab(request):
+    vocab = fastenc.load(request.param).vocab
+    tokens = {t for t in _token_bytes(vocab) if len(t) >= 2}
+    return vocab, tokens, max(map(len, tokens)), sorted(tokens)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 10**6), min_size=1, max_size=25), st.integers(0, 3), st.data())
+def test_span_cuts_are_the_first_boundary_no_token_spans(wide_vocab, picks, trim, data):
+    # Strings made of real tokens (CJK ones among them) with their bytes cut anywhere: the
+    # kernel's first cut equals the brute-force one, from every start (so it neither cuts where a
+    # token spans nor misses a boundary it could cut at).
+    from fastenc.kernels.segments import SPAN_GUARD, span_segment_end
+
+    vocab, tokens, longest, ordered = wide_vocab
+    text = b"".join(ordered[p % len(ordered)] for p in picks)[trim:]
+    if len(text) < 2:
+        return
+    arr = np.frombuffer(text, dtype=np.uint8)
+    guarded = lambda x, y: bool(vocab.span_pairs[x << 8 | y] & SPAN_GUARD)  # noqa: E731
+    start = data.draw(st.integers(0, len(text) - 2))
+    want = _span_cut_reference(text, start, len(text), tokens, longest, guarded)
+    assert span_segment_end(arr, start, len(text), vocab.token_prefixes, vocab.span_pairs) == want
+
+
+def test_span_cuts_split_cjk_runs_that_byte_pairs_cannot(wide_vocab):
+    # The point of the span rule: o200k_base's (and cl100k_base's) CJK tokens make the byte pairs
+    # between CJK characters joinable, so the pair rule keeps a clause whole; no token spans
+    # some of those boundaries, and the span rule cuts there.
+    from fastenc.kernels.segments import span_segment_end
+
+    vocab, tokens, longest, _ = wide_vocab
+    text = "的一是不了人我在有他这为之大来以个中上们到说国和地也子时道出而要于就下得可你年生自会那后能对着事其里所去行过家十用发天如然作方成者多日都三小军二无同么经法当起与好看学进种将还分此心前面又定见只主没公从".encode()
+    arr = np.frombuffer(text, dtype=np.uint8)
+    pair_cuts, span_cuts, at = 0, 0, 0
+    while at < len(text):
+        nxt = segment_end(arr, at, len(text), vocab.joinable)
+        pair_cuts += nxt < len(text)
+        at = nxt
+    at = 0
+    while at < len(text):
+        nxt = span_segment_end(arr, at, len(text), vocab.token_prefixes, vocab.span_pairs)
+        assert nxt == _span_cut_reference(text, at, len(text), tokens, longest, lambda x, y: False)
+        span_cuts += nxt < len(text)
+        at = nxt
+    assert span_cuts > pair_cuts + 30, (pair_cuts, span_cuts)
+
+
+def test_a_gpt2_vocabulary_never_span_cuts(gpt2):
+    # The narrow loop cuts by byte pairs only; its placeholder tables must never cut (an empty
+    # prefix table on its own would cut at every boundary).
+    from fastenc.kernels.segments import span_segment_end
+
+    arr = np.frombuffer("中文テキスト hello".encode() * 4, dtype=np.uint8)
+    assert span_segment_end(arr, 0, len(arr), gpt2.vocab.token_prefixes, gpt2.vocab.span_pairs) == len(arr)

@@ -1,6 +1,6 @@
 """Kernel A/B: the working tree's ``encode_text`` against a git revision's, in one process.
 
-    python bench/ab_encode.py BASE_REV [--encoding gpt2] [--rounds 7] [--docs PATH] [--limit N]
+    python bench/ab_encode.py BASE_REV [--encoding gpt2] [--rounds 7] [--docs PATH] [--limit N] [--base-tables]
 
 Why in one process: on a shared or virtual machine, two processes run minutes apart see different
 neighbours, clocks and page placement, and differences of 10-20% come and go. Here both kernels
@@ -11,7 +11,9 @@ the same revision on both sides (``BASE_REV`` = ``HEAD`` on a clean tree) to see
 
 The base revision's ``fastenc`` package is exported with ``git archive`` into a temporary folder
 and imported as ``fastenc_base`` (its imports rewritten), so both versions can live in one process.
-Both encoders share the working tree's vocabulary tables (the kernels take them as arguments).
+Both encoders share the working tree's vocabulary tables (the kernels take them as arguments), unless
+``--base-tables`` gives the base side the tables its own ``fastenc.vocab`` builds (to measure a change
+of the tables themselves).
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ def export_base(rev: str, into: Path) -> None:
         tar.extractall(into, filter="data")
     package = into / "fastenc_base"
     (into / "fastenc").rename(package)
+    (package / "_vocab").symlink_to(REPO / "vocab")  # (installed as fastenc._vocab; the same files)
     for path in package.rglob("*.py"):
         text = path.read_text()
         text = re.sub(r"\bfastenc\.(?=[a-z_])", "fastenc_base.", text)
@@ -51,6 +54,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--docs", type=Path, default=DEFAULT_DOCS)
     parser.add_argument("--limit", type=int, default=0, help="only the first N documents")
+    parser.add_argument("--base-tables", action="store_true",
+                        help="the base side encodes with the vocabulary tables the base revision builds")
     args = parser.parse_args()
     if not args.docs.exists():
         raise SystemExit(f"ab_encode: {args.docs} not found; pass --docs PATH to a parquet file with a 'text' column")
@@ -82,6 +87,9 @@ def main() -> None:
     data = read_only(np.ascontiguousarray(data))
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     enc = fastenc.load(args.encoding)
+    vocab = {"tree": enc.vocab, f"base {args.base}": enc.vocab}
+    if args.base_tables:
+        vocab[f"base {args.base}"] = importlib.import_module("fastenc_base").load(args.encoding).vocab
 
     def loop_over(kernel):
         @njit
@@ -107,12 +115,12 @@ def main() -> None:
     classes = {name: enc.classes for name in sides}
     classes["tree"] = getattr(enc, "kernel_classes", enc.classes)
     for name, run in sides.items():  # compile on one document, out of the timing
-        run(data, offsets[:2], enc.vocab, classes[name], tiny, out[name])
+        run(data, offsets[:2], vocab[name], classes[name], tiny, out[name])
     mb = len(data) / 1e6
     first, count = {}, {}
     for name, run in sides.items():
         t = time.thread_time()
-        count[name] = run(data, offsets, enc.vocab, classes[name], own[name], out[name])
+        count[name] = run(data, offsets, vocab[name], classes[name], own[name], out[name])
         first[name] = time.thread_time() - t
     (a, b) = sides
     same = count[a] == count[b] and np.array_equal(out[a][:count[a]], out[b][:count[b]])
@@ -121,7 +129,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for name, run in sides.items():
             t = time.thread_time()
-            run(data, offsets, enc.vocab, classes[name], own[name], scratch)
+            run(data, offsets, vocab[name], classes[name], own[name], scratch)
             warm[name].append(time.thread_time() - t)
     print(f"{args.docs.name}: {len(offsets) - 1} documents, {mb:.1f} MB, encoding {args.encoding}; "
           f"ids {'identical' if same else 'DIFFER'} ({count[a]:,} / {count[b]:,})")

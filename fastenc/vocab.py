@@ -500,6 +500,9 @@ def _flatten(id_to_bytes: dict, model_ids: set, special_tokens: dict, byte_ids: 
         whole_piece_lookup = True
     if len(ranks) and ranks.max() > tables.MAX_RANK:
         raise VocabError(f"{path} has {len(ranks)} merges; fastenc supports at most {tables.MAX_RANK}")
+    if merge_rule == "tiktoken":
+        lefts, rights, ranks = _last_merges_only(lefts, rights, ranks, merge_result, byte_ids, token_bytes,
+                                                 token_offsets, mergeable_ids)
     tables_ = _kernel_tables(byte_ids, lefts, rights, ranks, merge_result, token_bytes, token_offsets, mergeable_ids,
                              merge_rule, whole_piece_lookup, pretok, vocab_size)
     info = VocabInfo(
@@ -556,6 +559,17 @@ def _tiktoken_merge_arrays(id_to_bytes: dict, mergeable_ids: set, vocab_size: in
                 rights.append(right)
                 ranks_list.append(tid)
     return lefts, rights, np.asarray(ranks_list, dtype=np.int64), np.arange(vocab_size, dtype=np.int32)
+
+
+def _last_merges_only(lefts, rights, ranks, merge_result, byte_ids, token_bytes, token_offsets, mergeable_ids):
+    """tiktoken's rule needs only the last merge of each token's own bytes (``tables.last_merges``
+    says why the ids stay the same): a pair table half the size, whose misses the pair filter
+    answers more often (o200k_base: 8 MB and a 512 KB filter -> 4 MB and 256 KB)."""
+    every_split = tables.build_pair_table(np.asarray(lefts, dtype=np.int64), np.asarray(rights, dtype=np.int64),
+                                          ranks.astype(np.int64), tables.table_capacity(len(lefts)))
+    include = np.zeros(len(token_offsets) - 1, dtype=np.bool_)
+    include[list(mergeable_ids)] = True
+    return tables.last_merges(every_split, merge_result, byte_ids, token_bytes, token_offsets, include)
 
 
 def _kernel_tables(byte_ids, lefts, rights, ranks, merge_result, token_bytes, token_offsets, mergeable_ids,

@@ -83,6 +83,24 @@ def bpe_ref(piece: bytes, rank_of_pair) -> list[bytes]:
     return parts
 
 
+def last_merge_ref(token: bytes, ranks: dict) -> tuple[bytes, bytes] | None:
+    """The two parts whose merge ends tiktoken's BPE of ``token``'s own bytes (``ranks``: bytes ->
+    rank), or None if those bytes do not merge to one part."""
+    parts = [token[i : i + 1] for i in range(len(token))]
+    last = None
+    while len(parts) > 1:
+        best, at = None, -1
+        for i in range(len(parts) - 1):
+            rank = ranks.get(parts[i] + parts[i + 1])
+            if rank is not None and (best is None or rank < best):
+                best, at = rank, i
+        if best is None:
+            return None
+        last = (parts[at], parts[at + 1])
+        parts[at : at + 2] = [parts[at] + parts[at + 1]]
+    return last
+
+
 # --- GPT-2 pre-tokenizer (tiktoken's r50k pattern) --------------------------------------------
 
 # For each class, a one-character probe P and a separator X: in the text P + c + X, tiktoken puts

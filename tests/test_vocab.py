@@ -181,6 +181,9 @@ def test_pair_table_holds_exactly_the_merges(tmp_path):
     # HF: the listed merges with their index as rank.
     assert [pair_rank(hf.pair_table, x, y) for x, y in ((b, c), (a, b), (257, c))] == [0, 1, 2]
     assert pair_rank(hf.pair_table, a, 256) == NO_RANK  # a + bc makes a token, but is no listed merge
-    # tiktoken: every split of a token into two tokens, ranked by the token's id.
-    assert [pair_rank(tk.pair_table, x, y) for x, y in ((b, c), (a, b), (257, c), (a, 256))] == [256, 257, 258, 258]
+    # tiktoken: each token's last merge of its own bytes, ranked by the token's id. "abc" merges
+    # b+c (256) before a+b (257), so its pair is a+bc; ab+c also spells it but never merges
+    # (tests/test_last_merges.py).
+    assert [pair_rank(tk.pair_table, x, y) for x, y in ((b, c), (a, b), (a, 256))] == [256, 257, 258]
+    assert pair_rank(tk.pair_table, 257, c) == NO_RANK
     assert pair_rank(tk.pair_table, c, a) == NO_RANK

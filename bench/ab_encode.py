@@ -1,6 +1,7 @@
 """Kernel A/B: the working tree's ``encode_text`` against a git revision's, in one process.
 
     python bench/ab_encode.py BASE_REV [--encoding gpt2] [--rounds 7] [--docs PATH] [--limit N] [--base-tables]
+                              [--first-rounds N]
 
 Why in one process: on a shared or virtual machine, two processes run minutes apart see different
 neighbours, clocks and page placement, and differences of 10-20% come and go. Here both kernels
@@ -56,6 +57,8 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="only the first N documents")
     parser.add_argument("--base-tables", action="store_true",
                         help="the base side encodes with the vocabulary tables the base revision builds")
+    parser.add_argument("--first-rounds", type=int, default=0,
+                        help="more first passes per side, on emptied caches whose memory is already faulted in")
     args = parser.parse_args()
     if not args.docs.exists():
         raise SystemExit(f"ab_encode: {args.docs} not found; pass --docs PATH to a parquet file with a 'text' column")
@@ -70,7 +73,7 @@ def main() -> None:
     from fastenc.kernels.encode import encode_text
     from fastenc.kernels.piece_cache import (DEFAULT_LONG_SLOTS, DEFAULT_SHORT_SLOTS, DEFAULT_TINY_SLOTS, LONG_WORDS,
                                              SHORT_WORDS, TINY_WORDS, PieceCaches)
-    from fastenc.kernels.piece_memo import new_piece_memo
+    from fastenc.kernels.piece_memo import init_piece_memo, new_piece_memo
     from fastenc.memory import huge_array
     from fastenc.tasks import read_only
 
@@ -131,11 +134,26 @@ def main() -> None:
             t = time.thread_time()
             run(data, offsets, vocab[name], classes[name], own[name], scratch)
             warm[name].append(time.thread_time() - t)
+    again = {name: [] for name in sides}
+    for r in range(args.first_rounds):
+        for name in (list(sides) if r % 2 == 0 else list(sides)[::-1]):
+            for table in own[name]:
+                table.fill(0)
+            init_piece_memo(own[name].memo)
+            t = time.thread_time()
+            sides[name](data, offsets, vocab[name], classes[name], own[name], scratch)
+            again[name].append(time.thread_time() - t)
     print(f"{args.docs.name}: {len(offsets) - 1} documents, {mb:.1f} MB, encoding {args.encoding}; "
           f"ids {'identical' if same else 'DIFFER'} ({count[a]:,} / {count[b]:,})")
     for name in sides:
         w = sorted(warm[name])
         print(f"{name:>24}: first {mb / first[name]:7.1f} MB/s   warm min {mb / w[0]:7.1f}  median {mb / w[len(w) // 2]:7.1f} MB/s (thread CPU)")
+    if args.first_rounds:
+        fa, fb = sorted(again[a]), sorted(again[b])
+        for name in sides:
+            f = sorted(again[name])
+            print(f"{name:>24}: first on emptied caches: min {mb / f[0]:7.1f}  median {mb / f[len(f) // 2]:7.1f} MB/s")
+        print(f"tree / base speed, first on emptied caches: min {fb[0] / fa[0]:.3f}  median {fb[len(fb) // 2] / fa[len(fa) // 2]:.3f}")
     wa, wb = sorted(warm[a]), sorted(warm[b])
     print(f"tree / base speed: first {first[b] / first[a]:.3f}  warm min {wb[0] / wa[0]:.3f}  median {wb[len(wb) // 2] / wa[len(wa) // 2]:.3f}")
     if not same:

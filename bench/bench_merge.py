@@ -27,20 +27,16 @@ DEFAULT_DOCS = Path(__file__).resolve().parents[2] / "shared" / "data" / "text" 
 
 
 def every_split_table(vocab):
-    """The pair tables of every split of every token into two tokens (tiktoken's rule, as built before)."""
+    """The pair tables of every split of every token into two tokens (tiktoken's rule, as built
+    before: ``fastenc.vocab`` still lists those splits, then keeps each token's last merge)."""
     from fastenc.kernels import tables
+    from fastenc.vocab import _tiktoken_merge_arrays
 
     tb, to = vocab.token_bytes, vocab.token_offsets
+    id_to_bytes = {t: bytes(tb[to[t]:to[t + 1]]) for t in range(len(to) - 1)}
     mergeable = set(vocab.token_table[vocab.token_table >= 0].tolist())
-    ids_of = {bytes(tb[to[t]:to[t + 1]]): t for t in sorted(mergeable, reverse=True)}
-    lefts, rights, ranks = [], [], []
-    for t in sorted(mergeable):
-        raw = bytes(tb[to[t]:to[t + 1]])
-        for k in range(1, len(raw)):
-            a, b = ids_of.get(raw[:k]), ids_of.get(raw[k:])
-            if a is not None and b is not None:
-                lefts.append(a), rights.append(b), ranks.append(t)
-    pt = tables.build_pair_table(np.array(lefts), np.array(rights), np.array(ranks), tables.table_capacity(len(lefts)))
+    lefts, rights, ranks, _ = _tiktoken_merge_arrays(id_to_bytes, mergeable, len(to) - 1)
+    pt = tables.build_pair_table(np.array(lefts), np.array(rights), ranks, tables.table_capacity(len(lefts)))
     return vocab._replace(pair_table=pt, pair_filter=tables.build_pair_filter(pt),
                           byte_pair_ranks=tables.build_byte_pair_ranks(pt, vocab.byte_ids))
 

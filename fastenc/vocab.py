@@ -547,7 +547,8 @@ def _hf_merge_arrays(hf_merges: list) -> tuple[list, list, np.ndarray, np.ndarra
 
 def _tiktoken_merge_arrays(id_to_bytes: dict, mergeable_ids: set, vocab_size: int) -> tuple[list, list, np.ndarray, np.ndarray]:
     """tiktoken rule: every split of a token into two tokens is a merge, ranked by the token's id
-    (the result of a merge is the id its rank names)."""
+    (the result of a merge is the id its rank names). ``_last_merges_only`` then keeps the one pair
+    per token that a merge ever applies."""
     ids_of_bytes = {id_to_bytes[t]: t for t in sorted(mergeable_ids, reverse=True)}  # lowest id wins
     lefts, rights, ranks_list = [], [], []
     for tid in sorted(mergeable_ids):

@@ -63,9 +63,10 @@ def url_pieces_ref(text):
     return pieces
 
 
-def bpe_ref(piece: bytes, rank_of_pair) -> list[bytes]:
+def bpe_ref(piece: bytes, rank_of_pair, merges: list | None = None) -> list[bytes]:
     """Textbook byte-level BPE: merge the lowest-ranked adjacent pair (leftmost on ties)
     until none is mergeable. ``rank_of_pair(left: bytes, right: bytes) -> int | None``.
+    ``merges``, if given, gets each merged ``(left, right)`` in order.
 
     tiktoken's rule is ``lambda a, b: ranks.get(a + b)``; HF's is a lookup of the pair in the
     ordered merges list.
@@ -79,6 +80,8 @@ def bpe_ref(piece: bytes, rank_of_pair) -> list[bytes]:
                 best, at = rank, i
         if best is None:
             break
+        if merges is not None:
+            merges.append((parts[at], parts[at + 1]))
         parts[at : at + 2] = [parts[at] + parts[at + 1]]
     return parts
 
@@ -86,19 +89,9 @@ def bpe_ref(piece: bytes, rank_of_pair) -> list[bytes]:
 def last_merge_ref(token: bytes, ranks: dict) -> tuple[bytes, bytes] | None:
     """The two parts whose merge ends tiktoken's BPE of ``token``'s own bytes (``ranks``: bytes ->
     rank), or None if those bytes do not merge to one part."""
-    parts = [token[i : i + 1] for i in range(len(token))]
-    last = None
-    while len(parts) > 1:
-        best, at = None, -1
-        for i in range(len(parts) - 1):
-            rank = ranks.get(parts[i] + parts[i + 1])
-            if rank is not None and (best is None or rank < best):
-                best, at = rank, i
-        if best is None:
-            return None
-        last = (parts[at], parts[at + 1])
-        parts[at : at + 2] = [parts[at] + parts[at + 1]]
-    return last
+    merges: list = []
+    parts = bpe_ref(token, lambda a, b: ranks.get(a + b), merges)
+    return merges[-1] if len(parts) == 1 and merges else None
 
 
 # --- GPT-2 pre-tokenizer (tiktoken's r50k pattern) --------------------------------------------

@@ -132,3 +132,29 @@ def test_the_pair_filter_has_every_pair_and_few_others(name):
         assert vocab.pair_filter[word] & bit, key
     set_bits = sum(bin(int(w)).count("1") for w in vocab.pair_filter)
     assert set_bits / (words * 64) < 0.15  # so most pairs that are not there are answered by the filter
+
+
+def test_rank_is_id_is_set_exactly_where_a_merges_rank_is_the_merged_id(tiktoken_rule, hf_rule, gpt2_tables):
+    # With config.RANK_IS_ID the merge loops write a merge's rank as the merged id and skip
+    # merge_result. That holds in tiktoken's vocabularies (a rank is the id of the token a merge
+    # makes) and not for an HF merges list (rank = line number): the flag must follow the tables.
+    from fastenc.kernels import config as cfg
+
+    for vocab, expected in ((tiktoken_rule, 1), (hf_rule, 0)):
+        identity = np.array_equal(vocab.merge_result, np.arange(len(vocab.merge_result)))
+        assert int(vocab.config[cfg.RANK_IS_ID]) == int(identity) == expected
+    token_ids, _ = gpt2_tables
+    ranks = {t: i for t, i in token_ids.items() if t != b"<|endoftext|>"}
+    pieces = [b" internationalization", b"Hello, world", b"x" * 200, "ノーベル賞".encode()]
+    for fn in (merge_short_piece, merge_long_piece):
+        for piece in pieces:
+            if fn is merge_short_piece and len(piece) > HEAP_THRESHOLD:
+                continue
+            # Off, the tiktoken tables give the same ids the long way; on, the HF ones go wrong.
+            off = tiktoken_rule._replace(config=tiktoken_rule.config.copy())
+            off.config[cfg.RANK_IS_ID] = 0
+            expected = [ranks[p] for p in bpe_ref(piece, lambda a, b: ranks.get(a + b))]
+            assert _kernel(off, piece, fn) == _kernel(tiktoken_rule, piece, fn) == expected
+    wrong = hf_rule._replace(config=hf_rule.config.copy())
+    wrong.config[cfg.RANK_IS_ID] = 1
+    assert _kernel(wrong, b" internationalization", merge_short_piece) != _kernel(hf_rule, b" internationalization", merge_short_piece)

@@ -50,6 +50,7 @@ def merge_short_piece(data, start, end, vocab, ranks, out, out_pos):
     pair_filter = vocab.pair_filter
     filter_words = pair_filter.shape[0]
     n = end - start
+    rank_is_id = vocab.config[cfg.RANK_IS_ID] != 0
     whole = -1
     if vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0:  # a piece that is a token is emitted as is
         h = _FNV_OFFSET
@@ -107,7 +108,12 @@ def merge_short_piece(data, start, end, vocab, ranks, out, out_pos):
                     at = i
             if at < 0:
                 break
-            out[out_pos + at] = merge_result[best]
+            # The merged id: the rank itself in tiktoken's vocabularies. The merge_result load it
+            # skips sits on the chain from one merge to the next pair lookups (config.RANK_IS_ID).
+            if rank_is_id:
+                out[out_pos + at] = best
+            else:
+                out[out_pos + at] = merge_result[best]
             for i in range(at + 1, n - 1):
                 out[out_pos + i] = out[out_pos + i + 1]
                 ranks[i] = ranks[i + 1]
@@ -141,6 +147,7 @@ def merge_long_piece(data, start, end, vocab, work, out, out_pos):
     byte_ids = vocab.byte_ids
     pair_table = vocab.pair_table
     merge_result = vocab.merge_result
+    rank_is_id = vocab.config[cfg.RANK_IS_ID] != 0
     n = end - start
     IDS = 0
     NXT = n
@@ -218,7 +225,7 @@ def merge_long_piece(data, start, end, vocab, work, out, out_pos):
         if work[RANK + at] != rank:
             continue  # stale: the pair at `at` changed since this entry was pushed
         right = work[NXT + at]
-        work[IDS + at] = merge_result[rank]
+        work[IDS + at] = rank if rank_is_id else merge_result[rank]
         work[RANK + right] = -1  # `right` is gone
         after = work[NXT + right]
         work[NXT + at] = after

@@ -5,7 +5,8 @@ MERGE_RULE = 0  # MERGE_RULE_HF or MERGE_RULE_TIKTOKEN
 WHOLE_PIECE_LOOKUP = 1  # 1: a piece that is itself a token is emitted without merging
 PRETOKENIZER = 2  # PRETOK_GPT2, PRETOK_URL, PRETOK_CL100K or PRETOK_O200K
 VOCAB_SIZE = 3
-LENGTH = 4
+RANK_IS_ID = 4  # 1: every merge's rank is its result's id (tiktoken's files), so merge_result is not read
+LENGTH = 5
 
 MERGE_RULE_HF = 0
 MERGE_RULE_TIKTOKEN = 1

@@ -579,7 +579,8 @@ def _kernel_tables(byte_ids, lefts, rights, ranks, merge_result, token_bytes, to
     """The hash tables, the config vector and the segment tables the kernels take."""
     lefts_a = np.asarray(lefts, dtype=np.int64)
     rights_a = np.asarray(rights, dtype=np.int64)
-    pair_table = tables.build_pair_table(lefts_a, rights_a, ranks.astype(np.int64), tables.table_capacity(len(lefts_a)))
+    pair_table = tables.build_pair_table(lefts_a, rights_a, ranks.astype(np.int64),
+                                         tables.table_capacity(len(lefts_a), tables.PAIR_TABLE_LOAD))
     include = np.zeros(vocab_size, dtype=np.bool_)
     include[list(mergeable_ids)] = True
     token_table = tables.build_token_table(token_bytes, token_offsets, include, tables.table_capacity(len(mergeable_ids)))

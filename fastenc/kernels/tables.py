@@ -34,6 +34,11 @@ NO_RANK = -1
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 FILTER_MUL = np.uint64(0xC2B2AE3D27D4EB4F)  # the pair filter's hash: another multiplier than the table's
 PAIR_FILTER_BITS_PER_PAIR = 8  # ~10% false positives
+# The pair table's load: up to 0.8 (o200k_base: 200k pairs in 2 MB, not 4 MB at 0.5). The table is
+# probed on every merge and is evicted by the piece caches a first pass fills: the smaller one stays
+# in the CPU's caches more (first passes 0-20% faster in 4 in-process A/B runs, bench/RESULTS.md
+# "Session 21"); the longer probes it costs are few, since the pair filter answers most misses.
+PAIR_TABLE_LOAD = 0.8
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 
@@ -66,7 +71,8 @@ def pair_rank(pair_table, left, right):
 @njit(cache=True)
 def build_pair_table(lefts, rights, ranks, capacity):
     """Open-addressing table of pair -> rank. A later duplicate pair overwrites an earlier
-    one, as HF's merges HashMap does; ``capacity`` must be a power of two > 2 * len(lefts)."""
+    one, as HF's merges HashMap does; ``capacity`` must be a power of two > len(lefts)
+    (``table_capacity``)."""
     table = np.full(capacity, EMPTY_PAIR_SLOT, dtype=np.uint64)
     mask = capacity - 1
     for i in range(lefts.shape[0]):

@@ -22,6 +22,7 @@ from fastenc.kernels.piece_cache import (
     PieceCaches,
     one_task,
 )
+from fastenc.kernels.piece_cache_wide import WIDE_LONG_SLOTS
 from fastenc.kernels.piece_memo import init_piece_memo, memo_words
 from fastenc.kernels.runs import encode_docs, encode_docs_wide
 from fastenc.tasks import run_tasks
@@ -114,12 +115,17 @@ class Encoder:
             self._caches = PieceCaches(
                 _zeroed_cache_memory((room, DEFAULT_TINY_SLOTS, TINY_WORDS)),
                 _zeroed_cache_memory((room, DEFAULT_SHORT_SLOTS, SHORT_WORDS)),
-                _zeroed_cache_memory((room, DEFAULT_LONG_SLOTS, LONG_WORDS)),
+                _zeroed_cache_memory((room, self._long_slots, LONG_WORDS)),
                 _zeroed_cache_memory((room, memo_words())),
             )
             for memo in self._caches.memo:
                 init_piece_memo(memo)
         return PieceCaches(*(tables[:n_tasks] for tables in self._caches))
+
+    @property
+    def _long_slots(self) -> int:
+        """The long cache's slots: more for the wide loop (``piece_cache_wide.WIDE_LONG_SLOTS``)."""
+        return WIDE_LONG_SLOTS if takes_wide_loop(self.vocab.config) else DEFAULT_LONG_SLOTS
 
     def thread_caches(self, task: int = 0) -> PieceCaches:
         """The piece caches of one task, for calling ``encode_text`` from your own code."""

@@ -41,6 +41,12 @@ from fastenc.kernels.piece_memo import token_differs
 WIDE_ID_BITS = 18
 WIDE_MAX_ID = (1 << WIDE_ID_BITS) - 1
 WIDE_COUNT_SHIFT = 54  # the id count's place in a slot's last id word (tiny and short/long alike)
+# The wide loop's long cache: 32 MB a thread, not piece_cache's 8 MB. o200k_base leaves many pieces and
+# parts of 16..31 bytes (158k distinct in docs.parquet); 131k slots kept evicting them, and a warm
+# 1-thread pass merged 14.7k of them again every time (5.7% of it). Four times the slots: warm 0.464 ->
+# 0.427 s, first pass 1.339 -> 1.265 s (o200k, 1 thread, in-process A/B; cl100k and GPT-2 unchanged,
+# so the narrow loop keeps 8 MB; bench/RESULTS.md, "Session 21").
+WIDE_LONG_SLOTS = 1 << 19
 _ID_MASK = np.uint64(WIDE_MAX_ID)
 _COUNT_SHIFT = np.uint64(WIDE_COUNT_SHIFT)
 _TINY_COUNT = np.uint64(3)  # a tiny count is two bits: the length byte follows

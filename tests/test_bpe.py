@@ -146,13 +146,13 @@ def test_rank_is_id_is_set_exactly_where_a_merges_rank_is_the_merged_id(tiktoken
     token_ids, _ = gpt2_tables
     ranks = {t: i for t, i in token_ids.items() if t != b"<|endoftext|>"}
     pieces = [b" internationalization", b"Hello, world", b"x" * 200, "ノーベル賞".encode()]
+    # Off, the tiktoken tables give the same ids the long way; on, the HF ones go wrong.
+    off = tiktoken_rule._replace(config=tiktoken_rule.config.copy())
+    off.config[cfg.RANK_IS_ID] = 0
     for fn in (merge_short_piece, merge_long_piece):
         for piece in pieces:
             if fn is merge_short_piece and len(piece) > HEAP_THRESHOLD:
                 continue
-            # Off, the tiktoken tables give the same ids the long way; on, the HF ones go wrong.
-            off = tiktoken_rule._replace(config=tiktoken_rule.config.copy())
-            off.config[cfg.RANK_IS_ID] = 0
             expected = [ranks[p] for p in bpe_ref(piece, lambda a, b: ranks.get(a + b))]
             assert _kernel(off, piece, fn) == _kernel(tiktoken_rule, piece, fn) == expected
     wrong = hf_rule._replace(config=hf_rule.config.copy())

@@ -1,10 +1,19 @@
-"""The one huge-page allocator: large arrays backed by transparent huge pages where the OS allows.
+"""The one allocator of large anonymous arrays: on huge pages where random access needs them, on
+small pages where memory is written once in order.
 
-Two users: the piece caches (tens of MB filled in random order: with 4 kB pages that is
-thousands of first-touch page faults per thread, ~10 us each in a VM; with 2 MB pages a few
-dozen) and the URL recipe's whole-shard buffers (read at random positions in hash order: with
-2 MB pages those reads miss the TLB far less, measured ~15% of that stage). Anonymous mappings
-start zeroed and are only backed by memory once written, as with ``np.empty``.
+- ``huge_array``: the piece caches (tens of MB filled in random order: with 4 kB pages that is
+  thousands of first-touch page faults per thread, ~10 us each in a VM, and a TLB miss on most
+  lookups; with 2 MB pages a few dozen) and the URL recipe's whole-shard buffers (read at random
+  positions in hash order: with 2 MB pages those reads miss the TLB far less, measured ~15% of that
+  stage).
+- ``small_page_empty``: the id output buffers (``OutputPool``), written front to back once, where
+  huge pages save no TLB misses and cost more to fault in: NumPy asks for huge pages for every array
+  of 4 MB or more, and on the KVM machines here a huge page's first touch often waits on the host
+  (2T o200k first pass over docs.parquet, fresh processes alternating: sys 0.30-0.71 s with the
+  output on huge pages, 0.08-0.21 s on 4 kB pages; wall 0.87-1.09 -> 0.74-0.82 s; bench/RESULTS.md,
+  "Session 22").
+
+Anonymous mappings start zeroed and are only backed by memory once written, as with ``np.empty``.
 """
 from __future__ import annotations
 
@@ -15,7 +24,36 @@ import threading
 
 import numpy as np
 
-__all__ = ["huge_array", "OutputPool"]
+__all__ = ["huge_array", "small_page_empty", "OutputPool"]
+
+
+def small_page_empty(count: int, dtype) -> np.ndarray:
+    """``np.empty(count, dtype)`` on ordinary pages where the system allows (``MADV_NOHUGEPAGE``
+    over the array's whole pages: NumPy asks for huge pages for every array of 4 MB or more), for
+    memory written once in order. (``np.empty``, not a mapping of our own: an array that owns its
+    memory is the base of every view of it, which is what ``OutputPool`` counts.)"""
+    out = np.empty(count, dtype)
+    advice = getattr(mmap, "MADV_NOHUGEPAGE", None)
+    if out.nbytes >= 4 << 20 and advice is not None and _madvise is not None:
+        start = -(-out.ctypes.data // mmap.PAGESIZE) * mmap.PAGESIZE
+        end = (out.ctypes.data + out.nbytes) // mmap.PAGESIZE * mmap.PAGESIZE
+        _madvise(start, end - start, advice)  # advice only: a failure leaves NumPy's pages
+    return out
+
+
+def _libc_madvise():
+    try:
+        import ctypes
+
+        fn = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_madvise = _libc_madvise()
 
 
 def huge_array(shape, dtype, *, min_bytes: int = 0) -> np.ndarray:
@@ -77,8 +115,9 @@ class OutputPool:
         out = self._take(nbytes)
         if out is None:
             # A quarter more room than asked: the next batch is seldom the same size, and one a
-            # little larger should still find this buffer (and its pages) ready.
-            out = np.empty(nbytes + nbytes // 4, np.uint8)
+            # little larger should still find this buffer (and its pages) ready. Small pages: the
+            # ids are written in order (see the module docstring).
+            out = small_page_empty(nbytes + nbytes // 4, np.uint8)
             if nbytes <= self.max_bytes:
                 with self._lock:
                     if len(self._buffers) < self.keep:

@@ -16,12 +16,19 @@ process that has run other work has thread pools that rule out forking its worke
 workers' start-up included, the process's own imports not), CPU seconds (this process and its workers: on a
 shared machine the wall time follows the load, the CPU time much less), the map phase, and the rest (the reduce and the
 publication, from the end of the map to the end of the run; for urls, each shard publishes itself: no reduce). Every run's output is compared
-byte for byte with the 1-worker run. Prints one table (paste it into bench/RESULTS.md).
+byte for byte with the first run's. Prints one table (paste it into bench/RESULTS.md).
+
+Two baselines. *1 core*: one process pinned to one CPU (``sched_setaffinity``, every thread of it),
+the baseline of a per-core speed-up: N workers on N cores against one worker on one core. *1x1*: one
+process of one Numba thread on the free machine, where its parquet reader thread (which decodes the
+next batch while the encoder works; ~0.19 s of CPU per 97 MB of GPT-2 text, half of a warm encode)
+runs on the other core: that run already uses more than one core, so N workers cannot be N times it.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import shutil
 import sys
 import time
@@ -127,13 +134,14 @@ def timed_run(recipe: str, paths, out: Path, workers: int, shards: int, threads:
     return r
 
 
-def run_in_child(recipe: str, paths, out: Path, workers: int, shards: int, threads: int | None) -> dict:
-    """``timed_run`` in a fresh process (``--child``); its digest is taken here."""
+def run_in_child(recipe: str, paths, out: Path, workers: int, shards: int, threads: int | None, one_core: bool = False) -> dict:
+    """``timed_run`` in a fresh process (``--child``); its digest is taken here. ``one_core``: the
+    process (every thread of it: the encoder, the parquet reader, pyarrow's pool) is pinned to one CPU."""
     import json
     import subprocess
 
     spec = json.dumps({"recipe": recipe, "paths": [str(p) for p in paths], "out": str(out), "workers": workers,
-                       "shards": shards, "threads": threads})
+                       "shards": shards, "threads": threads, "one_core": one_core})
     proc = subprocess.run([sys.executable, __file__, "--child", spec], capture_output=True, text=True, check=True)
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     r["digest"] = digest(out)
@@ -144,6 +152,8 @@ def _child(spec: str) -> None:
     import json
 
     a = json.loads(spec)
+    if a.get("one_core"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # before any thread exists: all inherit it
     r = timed_run(a["recipe"], [Path(p) for p in a["paths"]], Path(a["out"]), a["workers"], a["shards"], a["threads"],
                   with_digest=False)
     print(json.dumps(r))
@@ -184,20 +194,31 @@ def main() -> None:
     import numba
 
     cores = numba.config.NUMBA_NUM_THREADS
-    # (workers, threads per worker): one process on one core, on every core (the default), then N processes
-    plans = [(1, 1), (1, cores)] + [(w, max(1, cores // w)) for w in args.workers if w > 1]
+    # (workers, threads per worker, pinned to one CPU): one process confined to one core (every
+    # thread of it: the baseline of a per-core speed-up), one process of one Numba thread on a free
+    # machine (its parquet reader thread then runs beside the encoder, on the other core), one
+    # process on every core (the default), then N processes
+    plans = ([] if args.in_process else [(1, 1, True)]) + [(1, 1, False), (1, cores, False)] + \
+        [(w, max(1, cores // w), False) for w in args.workers if w > 1]
     print("recipe | files | rows per file | workers x threads | wall s | CPU s | map s | reduce+publish s | reduce share | "
-          "speed-up vs 1x1 | identical")
+          "speed-up vs 1 core | vs 1x1 | identical")
     for recipe, paths in inputs.items():
         rows = int(np.mean([pq.ParquetFile(x).metadata.num_rows for x in paths]))
-        base = None
-        for w, t in plans:
-            run = timed_run if args.in_process else run_in_child
-            r = run(recipe, paths, args.work / f"out-{recipe}-{w}x{t}", w, args.shards, t)
-            base = base or r
-            print(f"{recipe} | {len(paths)} | {rows:,} | {w} x {t} | {r['total']:.1f} | {r['cpu']:.1f} | {r['map']:.1f} | {r['rest']:.1f} | "
-                  f"{r['rest'] / r['total']:.1%} | {base['total'] / r['total']:.2f}x | {r['digest'] == base['digest']}", flush=True)
-
+        core = base = first = None
+        for w, t, pinned in plans:
+            if pinned:
+                r = run_in_child(recipe, paths, args.work / f"out-{recipe}-1core", w, args.shards, t, one_core=True)
+            else:
+                run = timed_run if args.in_process else run_in_child
+                r = run(recipe, paths, args.work / f"out-{recipe}-{w}x{t}", w, args.shards, t)
+            first = first or r
+            core = core or (r if pinned else None)
+            base = base or (None if pinned else r)
+            vs_core = f"{core['total'] / r['total']:.2f}x" if core else "-"
+            vs_1x1 = f"{base['total'] / r['total']:.2f}x" if base else "-"
+            label = f"{w} x {t}" + (" (1 core)" if pinned else "")
+            print(f"{recipe} | {len(paths)} | {rows:,} | {label} | {r['total']:.1f} | {r['cpu']:.1f} | {r['map']:.1f} | {r['rest']:.1f} | "
+                  f"{r['rest'] / r['total']:.1%} | {vs_core} | {vs_1x1} | {r['digest'] == first['digest']}", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,11 @@
-"""fastenc.memory.OutputPool: output buffers reused only once no result refers to them."""
-import numpy as np
+"""fastenc.memory: output buffers reused only once no result refers to them, and the pages each kind of
+memory asks for."""
+import sys
 
-from fastenc.memory import OutputPool
+import numpy as np
+import pytest
+
+from fastenc.memory import OutputPool, huge_array, small_page_empty
 
 
 def _result(pool, n, fill):
@@ -52,3 +56,33 @@ def test_a_slightly_larger_next_batch_still_finds_the_buffer():
     del first
     second = _result(pool, 120, 2)
     assert second.base is pool._buffers[0] and len(pool._buffers) == 1
+
+
+def _vm_flags(array) -> set:
+    """The kernel's VmFlags of the mapping that holds ``array``'s middle element (Linux; the advice
+    covers an array's whole pages, not the partial page at each end)."""
+    addr = array.ctypes.data + array.nbytes // 2
+    lines = open("/proc/self/smaps").read().splitlines()
+    for i, line in enumerate(lines):
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            if lo <= addr < hi:
+                flags = next(l for l in lines[i + 1:] if l.startswith("VmFlags:"))
+                return set(flags.split()[1:])
+    raise AssertionError("no mapping holds the array")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise advice and /proc/self/smaps are Linux's")
+def test_output_buffers_are_advised_off_huge_pages_and_cache_memory_onto_them():
+    # Output ids are written once in order: huge pages gain nothing there and their first touch is
+    # slow on this project's VMs (bench/RESULTS.md, "Session 22"). The random-access caches keep them.
+    pool = OutputPool(keep=1, min_bytes=1)
+    with pool.buffer(8 << 20, np.uint32) as (out, trim):  # 32 MB: NumPy alone would advise huge pages
+        assert "nh" in _vm_flags(out) and "hg" not in _vm_flags(out)
+        out[:10] = 7
+        assert trim(10).tolist() == [7] * 10
+    small = small_page_empty(1 << 20, np.uint8)  # under NumPy's 4 MB threshold: left as it is
+    assert small.shape == (1 << 20,)
+    cache = huge_array((1 << 20, 4), np.uint64)
+    assert "hg" in _vm_flags(cache) and not cache.any()

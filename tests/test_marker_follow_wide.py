@@ -30,7 +30,7 @@ _TOO_MANY = [" Հայաստ", " 𐌰𐌱𐌲"]  # more than 12 ids (cl100k): mer
 _PLAIN = [" the", " of", ",", " привет", " Ωμέγα", "\n", " x", "ab", "123", " naïve"]
 _WORDS = _TINY_MARKER + _SAME_HEAD + _TINY_TO_LONG + _SHORT_MARKER + _TOO_MANY + _PLAIN
 
-# (short, long, tiny) slots: both follows on; the long one off (long > short); both off (short > tiny)
+# (short, long, tiny) slots: each later cache no larger; the long one larger; the short one larger
 _LAYOUTS = {"follow both": (1 << 8, 1 << 6, 1 << 8), "long larger": (1 << 6, 1 << 8, 1 << 8),
             "short larger": (1 << 8, 1 << 6, 1 << 6)}
 _NAMES = ["cl100k_base", "o200k_base"]
@@ -93,7 +93,7 @@ def test_fuzz_markers_cold_and_warm(encodings, parts, layout, name):
     enc, ref = encodings[name]
     text = "".join(parts)
     expected = ref.encode_ordinary(text)
-    # Tiny caches: pieces collide in their home slots, so a followed slot often holds another piece.
+    # Tiny caches: pieces collide in their home slots, so a marker's later slot often holds another piece.
     short, long, tiny = _LAYOUTS[layout]
     for got in _passes(enc, [text, text], new_piece_caches(short >> 4, long >> 4, tiny >> 4)):
         assert got == expected + expected

@@ -11,12 +11,11 @@ import pytest
 import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from numba import njit
 
 import fastenc
-from fastenc.kernels.encode import encode_text
 from fastenc.kernels.piece_cache import TINY_MAX_BYTES, new_piece_caches
 from test_encodings import _from_committed_files
+from test_marker_follow import _encode_all  # (encode_text over each document, one njit loop)
 
 # Pieces by where their ids live in cl100k_base (checked against tiktoken below, so a changed
 # vocabulary cannot silently empty a group); o200k_base runs the same words, whatever their groups.
@@ -39,14 +38,6 @@ _NAMES = ["cl100k_base", "o200k_base"]
 @pytest.fixture(scope="module")
 def encodings():
     return {name: (fastenc.load(name), _from_committed_files(name)) for name in _NAMES}
-
-
-@njit
-def _encode_all(data, offsets, vocab, classes, caches, out):
-    at = 0
-    for d in range(offsets.shape[0] - 1):
-        at = encode_text(data, offsets[d], offsets[d + 1], vocab, classes, caches, out, at)
-    return at
 
 
 def _passes(enc, texts, caches, n_passes=3):

@@ -220,5 +220,6 @@ def main() -> None:
             print(f"{recipe} | {len(paths)} | {rows:,} | {label} | {r['total']:.1f} | {r['cpu']:.1f} | {r['map']:.1f} | {r['rest']:.1f} | "
                   f"{r['rest'] / r['total']:.1%} | {vs_core} | {vs_1x1} | {r['digest'] == first['digest']}", flush=True)
 
+
 if __name__ == "__main__":
     main()

@@ -13,11 +13,13 @@ small pages where memory is written once in order.
   output on huge pages, 0.08-0.21 s on 4 kB pages; wall 0.87-1.09 -> 0.74-0.82 s; bench/RESULTS.md,
   "Session 22").
 
-Anonymous mappings start zeroed and are only backed by memory once written, as with ``np.empty``.
+Either way memory is only backed once written: ``huge_array``'s anonymous mappings start zeroed,
+``small_page_empty`` is ``np.empty`` (uninitialized).
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import mmap
 import sys
 import threading
@@ -27,21 +29,26 @@ import numpy as np
 __all__ = ["huge_array", "small_page_empty", "OutputPool"]
 
 
+_NUMPY_HUGE_FROM = 4 << 20  # NumPy advises huge pages for the data of arrays from this size up
+
+
 def small_page_empty(count: int, dtype) -> np.ndarray:
     """``np.empty(count, dtype)`` on ordinary pages where the system allows (``MADV_NOHUGEPAGE``
-    over the array's whole pages: NumPy asks for huge pages for every array of 4 MB or more), for
-    memory written once in order. (``np.empty``, not a mapping of our own: an array that owns its
-    memory is the base of every view of it, which is what ``OutputPool`` counts.)"""
+    over the array's whole pages, undoing NumPy's advice), for memory written once in order.
+    (``np.empty``, not a mapping of our own: an array that owns its memory is the base of every
+    view of it, which is what ``OutputPool`` counts.)"""
     out = np.empty(count, dtype)
     advice = getattr(mmap, "MADV_NOHUGEPAGE", None)
-    if out.nbytes >= 4 << 20 and advice is not None and _madvise is not None:
+    if out.nbytes >= _NUMPY_HUGE_FROM and advice is not None and (madvise := _libc_madvise()) is not None:
         start = -(-out.ctypes.data // mmap.PAGESIZE) * mmap.PAGESIZE
         end = (out.ctypes.data + out.nbytes) // mmap.PAGESIZE * mmap.PAGESIZE
-        _madvise(start, end - start, advice)  # advice only: a failure leaves NumPy's pages
+        madvise(start, end - start, advice)  # advice only: a failure leaves NumPy's pages
     return out
 
 
+@functools.cache
 def _libc_madvise():
+    """libc's ``madvise`` through ctypes (loaded on first use, not at import), or None."""
     try:
         import ctypes
 
@@ -51,9 +58,6 @@ def _libc_madvise():
     fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     fn.restype = ctypes.c_int
     return fn
-
-
-_madvise = _libc_madvise()
 
 
 def huge_array(shape, dtype, *, min_bytes: int = 0) -> np.ndarray:

@@ -6,7 +6,7 @@
 Why in one process: on a shared or virtual machine, two processes run minutes apart see different
 neighbours, clocks and page placement, and differences of 10-20% come and go. Here both kernels
 run on the same documents in the same process, alternating, each with its own piece caches (huge
-pages, as ``Encoder`` allocates them), timed in thread CPU time; the first pass (empty caches) is
+pages and sizes, as its own ``Encoder`` allocates them), timed in thread CPU time; the first pass (empty caches) is
 reported, then ``--rounds`` warm passes, and the ids of the two are compared. Run it twice with
 the same revision on both sides (``BASE_REV`` = ``HEAD`` on a clean tree) to see the noise floor.
 
@@ -70,7 +70,7 @@ def main() -> None:
 
     import fastenc
     from fastenc.arrow_io import arrow_to_flat
-    from fastenc.kernels.encode import encode_text
+    from fastenc.kernels.encode import encode_text, takes_wide_loop
     from fastenc.kernels.piece_cache import (DEFAULT_LONG_SLOTS, DEFAULT_SHORT_SLOTS, DEFAULT_TINY_SLOTS, LONG_WORDS,
                                              SHORT_WORDS, TINY_WORDS, PieceCaches)
     from fastenc.kernels.piece_memo import init_piece_memo, new_piece_memo
@@ -103,13 +103,21 @@ def main() -> None:
             return at
         return run
 
-    def caches():
-        return PieceCaches(huge_array((DEFAULT_TINY_SLOTS, TINY_WORDS), np.uint64),
-                           huge_array((DEFAULT_SHORT_SLOTS, SHORT_WORDS), np.uint64),
-                           huge_array((DEFAULT_LONG_SLOTS, LONG_WORDS), np.uint64), new_piece_memo())
+    def caches(package):
+        """Piece caches of the sizes that ``package``'s Encoder gives this vocabulary (revisions
+        before session 23 have no ``piece_cache_slots``: the defaults, and the wide loop's long cache)."""
+        encoder = importlib.import_module(f"{package}.encoder")
+        if hasattr(encoder, "piece_cache_slots"):
+            tiny, short, long = encoder.piece_cache_slots(enc.vocab.config)
+        else:
+            wide = takes_wide_loop(enc.vocab.config)
+            tiny, short = DEFAULT_TINY_SLOTS, DEFAULT_SHORT_SLOTS
+            long = getattr(encoder, "WIDE_LONG_SLOTS", DEFAULT_LONG_SLOTS) if wide else DEFAULT_LONG_SLOTS
+        return PieceCaches(huge_array((tiny, TINY_WORDS), np.uint64), huge_array((short, SHORT_WORDS), np.uint64),
+                           huge_array((long, LONG_WORDS), np.uint64), new_piece_memo())
 
     sides = {"tree": loop_over(encode_text), f"base {args.base}": loop_over(base_encode_text)}
-    own = {name: caches() for name in sides}
+    own = {"tree": caches("fastenc"), f"base {args.base}": caches("fastenc_base")}
     out = {name: np.empty(len(data), dtype=enc.dtype) for name in sides}
     tiny = PieceCaches(np.zeros((16, TINY_WORDS), np.uint64), np.zeros((16, SHORT_WORDS), np.uint64),
                        np.zeros((16, LONG_WORDS), np.uint64), new_piece_memo(16, 64))

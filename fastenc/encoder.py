@@ -22,7 +22,7 @@ from fastenc.kernels.piece_cache import (
     PieceCaches,
     one_task,
 )
-from fastenc.kernels.piece_cache_wide import WIDE_LONG_SLOTS
+from fastenc.kernels.piece_cache_wide import WIDE_LONG_SLOTS, WIDE_SHORT_SLOTS
 from fastenc.kernels.piece_memo import init_piece_memo, memo_words
 from fastenc.kernels.runs import encode_docs, encode_docs_wide
 from fastenc.tasks import run_tasks
@@ -45,6 +45,16 @@ def _to_utf8(text: str) -> bytes:
     except UnicodeEncodeError:
         # Lone surrogates cannot be UTF-8: replace them with U+FFFD, as tiktoken does.
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+
+
+def piece_cache_slots(config: np.ndarray) -> tuple[int, int, int]:
+    """Slots of the tiny, short and long piece caches that the encode loop for a vocabulary's
+    ``config`` wants: the narrow loop's defaults (``piece_cache``), or the wide loop's, which reads
+    no tiny cache (one slot, a placeholder) and keeps every piece of 1..15 bytes in a short cache
+    twice the size, with a long cache four times the size (``piece_cache_wide`` says why)."""
+    if takes_wide_loop(config):
+        return 1, WIDE_SHORT_SLOTS, WIDE_LONG_SLOTS
+    return DEFAULT_TINY_SLOTS, DEFAULT_SHORT_SLOTS, DEFAULT_LONG_SLOTS
 
 
 def _zeroed_cache_memory(shape: tuple) -> np.ndarray:
@@ -112,20 +122,16 @@ class Encoder:
         n_tasks = numba.get_num_threads()
         if self._caches is None or self._caches.short.shape[0] < n_tasks:
             room = max(n_tasks, numba.config.NUMBA_NUM_THREADS)
+            tiny, short, long = piece_cache_slots(self.vocab.config)
             self._caches = PieceCaches(
-                _zeroed_cache_memory((room, DEFAULT_TINY_SLOTS, TINY_WORDS)),
-                _zeroed_cache_memory((room, DEFAULT_SHORT_SLOTS, SHORT_WORDS)),
-                _zeroed_cache_memory((room, self._long_slots, LONG_WORDS)),
+                _zeroed_cache_memory((room, tiny, TINY_WORDS)),
+                _zeroed_cache_memory((room, short, SHORT_WORDS)),
+                _zeroed_cache_memory((room, long, LONG_WORDS)),
                 _zeroed_cache_memory((room, memo_words())),
             )
             for memo in self._caches.memo:
                 init_piece_memo(memo)
         return PieceCaches(*(tables[:n_tasks] for tables in self._caches))
-
-    @property
-    def _long_slots(self) -> int:
-        """The long cache's slots: more for the wide loop (``piece_cache_wide.WIDE_LONG_SLOTS``)."""
-        return WIDE_LONG_SLOTS if takes_wide_loop(self.vocab.config) else DEFAULT_LONG_SLOTS
 
     def thread_caches(self, task: int = 0) -> PieceCaches:
         """The piece caches of one task, for calling ``encode_text`` from your own code."""

@@ -27,6 +27,8 @@ from numba import njit
 import fastenc
 from fastenc.errors import VocabError
 from fastenc.kernels.encode_wide import encode_text_wide
+from fastenc.kernels.loads import element_address
+from fastenc.kernels.piece_cache_wide import wide_slot
 from fastenc.kernels.piece_memo import memo_hash
 from fastenc.unicode_classes import gpt2_class_table, o200k_class_table
 from fastenc.vocab import builtin_tiktoken_file
@@ -292,26 +294,22 @@ def test_bucketed_recipe_with_another_encoding(tmp_path, oracle, docs_fixture, n
 
 
 def test_wide_piece_caches_round_trip_18_bit_ids():
-    from fastenc.kernels.piece_cache import ELSEWHERE, new_piece_cache, new_tiny_cache
-    from fastenc.kernels.piece_cache_wide import (
-        WIDE_MAX_ID,
-        wide_cache_lookup,
-        wide_cache_store,
-        wide_max_piece_ids,
-        wide_tiny_lookup,
-        wide_tiny_store,
-    )
+    from fastenc.kernels.piece_cache import ELSEWHERE, new_piece_cache
+    from fastenc.kernels.piece_cache_wide import WIDE_MAX_ID, wide_cache_lookup, wide_cache_store, wide_max_piece_ids
 
     rng = np.random.default_rng(5)
     data = np.frombuffer(bytes(rng.integers(0, 256, 4096, dtype=np.uint8)), dtype=np.uint8)
-    caches = [(new_tiny_cache(64), wide_tiny_lookup, wide_tiny_store, 3, 8),
-              (new_piece_cache(64, 4), wide_cache_lookup, wide_cache_store, 6, 15),
-              (new_piece_cache(64, 8), wide_cache_lookup, wide_cache_store, 12, 31)]
-    assert [wide_max_piece_ids(c) for c, *_ in caches[1:]] == [6, 12]
-    for cache, lookup, store, max_ids, max_bytes in caches:
+    caches = [(new_piece_cache(64, 4), 6, 15), (new_piece_cache(64, 8), 12, 31)]
+    assert [wide_max_piece_ids(c) for c, *_ in caches] == [6, 12]
+    for cache, max_ids, max_bytes in caches:
+        store = wide_cache_store
+
+        def lookup(*args):
+            return wide_cache_lookup(*args, False)
+
         seen = set()  # a cache memoizes a function: one key is never stored with two values
         for trial in range(40):
-            n = int(rng.integers(2, max_bytes + 1))
+            n = int(rng.integers(1, max_bytes + 1))
             start = int(rng.integers(0, 4096 - n)) if trial % 2 else 4096 - n  # also at the buffer's end
             if data[start:start + n].tobytes() in seen:
                 continue
@@ -327,6 +325,49 @@ def test_wide_piece_caches_round_trip_18_bit_ids():
                     assert got == count and out[:count].tolist() == ids.tolist()
                 else:
                     assert got == ELSEWHERE  # a marker
+
+
+@njit
+def _wide_home_index(cache, data, start, n):
+    """The slot index of ``wide_slot``'s address (the hot path's home slot)."""
+    return np.int64((wide_slot(cache, data, start, n) - element_address(cache, 0)) // np.uint64(32))
+
+
+def test_wide_lookup_promotes_a_piece_to_its_home_slot():
+    """Two pieces with one home slot: the second stored sits past it, where the encode loop's hot
+    path does not look; a lookup with ``promote`` swaps the two, and both are still found."""
+    from fastenc.kernels.piece_cache import new_piece_cache
+    from fastenc.kernels.piece_cache_wide import wide_cache_lookup, wide_cache_store
+
+    rng = np.random.default_rng(11)
+    data = np.frombuffer(bytes(rng.integers(0, 256, 4096, dtype=np.uint8)), dtype=np.uint8)
+    cache = new_piece_cache(8, 4)
+    homes = {}
+    for start in range(0, 4000, 16):  # pieces of 1..15 bytes until two share a home slot
+        n = 1 + start % 15
+        home = int(_wide_home_index(cache, data, np.int64(start), np.int64(n)))
+        if home in homes:
+            a, b = homes[home], (start, n)
+            break
+        homes[home] = (start, n)
+    ids = {a: np.array([70000, 5], np.uint32), b: np.array([1, 2, 3, 262143], np.uint32)}
+    for (start, n), value in ids.items():
+        wide_cache_store(cache, data, np.int64(start), np.int64(start + n), value, np.int64(0), np.int64(len(value)))
+
+    def first_word(piece):
+        start, n = piece
+        return int.from_bytes(data[start:start + min(n, 8)].tobytes(), "little")
+
+    def found(piece, promote):
+        out = np.zeros(16, np.uint32)
+        start, n = piece
+        got = wide_cache_lookup(cache, data, np.int64(start), np.int64(start + n), out, np.int64(0), np.int64(16), promote)
+        return out[:got].tolist()
+
+    assert int(cache[home, 0]) == first_word(a)
+    assert found(b, False) == ids[b].tolist() and int(cache[home, 0]) == first_word(a)  # found, not moved
+    assert found(b, True) == ids[b].tolist() and int(cache[home, 0]) == first_word(b)  # moved home
+    assert found(a, False) == ids[a].tolist()  # the entry it displaced is still on its probe run
 
 
 def test_a_uint16_vocabulary_split_by_the_wide_patterns(tmp_path, tiktoken_gpt2, oracle, docs_fixture):

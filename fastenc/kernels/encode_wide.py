@@ -5,6 +5,9 @@ structure (blocks of pieces found and prefetched ahead, a branch-free hot path f
 1..15 bytes) with the piece caches of ``piece_cache_wide``, whose entries carry 18-bit ids. Kept
 apart so that the uint16 loop, GPT-2's hot path, is untouched by the wider layout, and so that a
 GPT-2 or URL run never compiles this one (``encode.takes_wide_loop``).
+
+Unlike the narrow loop, this one has no tiny cache: every piece of 1..15 bytes lives in the short
+cache (``caches.tiny`` is not read), whose slots hold 6 ids (``piece_cache_wide`` says why).
 """
 from __future__ import annotations
 
@@ -20,12 +23,8 @@ from fastenc.kernels.piece_cache import (
     ELSEWHERE,
     MAX_CACHED_PIECE_BYTES,
     SHORT_WORDS,
-    TINY_MAX_BYTES,
-    TINY_MAX_IDS,
     max_piece_bytes,
     piece_key,
-    piece_slot,
-    second_mask,
 )
 from fastenc.kernels.piece_cache_wide import (
     WIDE_COUNT_SHIFT,
@@ -36,8 +35,7 @@ from fastenc.kernels.piece_cache_wide import (
     wide_memo_emit,
     wide_memo_has_room,
     wide_memo_store,
-    wide_tiny_lookup,
-    wide_tiny_store,
+    wide_slot,
 )
 from fastenc.kernels.piece_memo import MEMO_MAX_BYTES, memo_find, memo_hash, memo_prefetch
 from fastenc.kernels.pretok_cl100k import cl100k_piece_end, cl100k_window_starts
@@ -68,8 +66,7 @@ _U8 = np.uint64(8)  # byte offsets of a slot's words
 _U16 = np.uint64(16)
 _U24 = np.uint64(24)
 _COUNT_SHIFT = np.uint64(WIDE_COUNT_SHIFT)
-_TINY_COUNT = np.uint64(3)  # the count's bits in a tiny slot's last word (the length byte follows)
-_SHORT_COUNT = np.uint64(0xF)  # in a short slot's
+_SHORT_COUNT = np.uint64(0xF)  # the count's bits in a short slot's last word
 _FIRST3_HIGH = np.uint64(0x808080)  # the high bits of a word's first three bytes
 
 
@@ -98,7 +95,6 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
     finding of the rest of the block.
     """
     byte_ids = vocab.byte_ids
-    tiny = caches.tiny
     short = caches.short
     long = caches.long
     memo = caches.memo
@@ -108,12 +104,11 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
     out_limit = out_pos + (end - start)
     size = data.shape[0]
     cacheable = vocab.config[cfg.VOCAB_SIZE] <= WIDE_MAX_ID + 1  # else only pieces whose ids fit
-    tiny_bytes = TINY_MAX_BYTES
     short_bytes = max_piece_bytes(short)
     long_bytes = max_piece_bytes(long)
     short_ids = wide_max_piece_ids(short)
     long_ids = wide_max_piece_ids(long)
-    hot_layout = short.shape[1] == SHORT_WORDS  # the hot path's slot layout (piece_slot)
+    hot_layout = short.shape[1] == SHORT_WORDS  # the hot path's slot layout (wide_slot)
     pretok = vocab.config[cfg.PRETOKENIZER]
     window = ASCII_MASKS and (pretok == cfg.PRETOK_CL100K or pretok == cfg.PRETOK_O200K)  # 64 ASCII bytes at a time
     whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
@@ -154,7 +149,7 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
                     starts &= starts - np.uint64(1)
                     at = np.uint64(0)
                     if hot_layout:
-                        at = piece_slot(tiny, short, data, piece_start, n)
+                        at = wide_slot(short, data, piece_start, n)
                         prefetch_at(at)
                     slot = np.uint64(_RING * n_found)
                     ring[slot] = piece_end
@@ -210,7 +205,7 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
             n = piece_end - found
             at = np.uint64(0)
             if hot_layout and n <= short_bytes and found + 16 <= size:
-                at = piece_slot(tiny, short, data, found, n)
+                at = wide_slot(short, data, found, n)
                 prefetch_at(at)
             slot = np.uint64(_RING * n_found)
             ring[slot] = piece_end
@@ -234,16 +229,16 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
             n = piece_end - pos
             memo_ids = out_pos if whole == _MEMO_BEGIN else memo_ids  # (a select: the part may take the hot path)
             in_memo = in_memo | (whole == _MEMO_BEGIN)
-            # The hot path: a piece of 1..15 bytes found in its home slot, tiny or short (the
+            # The hot path: a piece of 1..15 bytes found in its home slot of the short cache (the
             # address the finder prefetched), with no branch on its length and its ids written as
             # one 8-place store (the count says how many are real). Everything else takes the
-            # general path below. (The tiny and short slots' last words have the same shape.)
+            # general path below.
             if ((whole | 1) == -1) & (at != 0) & (out_pos + 8 <= out_limit):  # whole is -1 or _MEMO_BEGIN
-                k0, second, is_short = piece_key(data, pos, n)
-                same = (load_at(at) == k0) & ((load_at(at + _U8) & second_mask(is_short)) == second)
-                low = load_at(at + (_U16 if is_short else _U8))
-                high = load_at(at + (_U24 if is_short else _U8))
-                count = np.int64((high >> _COUNT_SHIFT) & (_SHORT_COUNT if is_short else _TINY_COUNT))
+                k0, second, _ = piece_key(data, pos, n)  # (second: the key's second word and the length)
+                same = (load_at(at) == k0) & (load_at(at + _U8) == second)
+                low = load_at(at + _U16)
+                high = load_at(at + _U24)
+                count = np.int64((high >> _COUNT_SHIFT) & _SHORT_COUNT)
                 if same & (count != 0):
                     store_wide_ids8(out, out_pos, low, high)
                     out_pos += count
@@ -270,10 +265,10 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
             elif n == 1:
                 out[out_pos] = byte_ids[data[pos]]
                 if at != 0 and out[out_pos] <= WIDE_MAX_ID:  # then the hot path finds it next time
-                    wide_tiny_store(tiny, data, pos, piece_end, out, out_pos, np.int64(1))
+                    wide_cache_store(short, data, pos, piece_end, out, out_pos, np.int64(1))
                 out_pos += 1
             elif n <= long_bytes:
-                out_pos = _cached_or_merged(data, pos, piece_end, vocab, tiny, short, long, ranks, out, out_pos,
+                out_pos = _cached_or_merged(data, pos, piece_end, vocab, short, long, ranks, out, out_pos,
                                             out_limit, cacheable, short_ids, long_ids, not in_memo)
             else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
                 if work.shape[0] < 7 * n:
@@ -284,10 +279,13 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
 
 
 @njit(no_cpython_wrapper=True, no_cfunc_wrapper=True, cache=True, **NO_REFCOUNTING)
-def _cached_or_merged(data, pos, piece_end, vocab, tiny, short, long, ranks, out, out_pos, out_limit,
+def _cached_or_merged(data, pos, piece_end, vocab, short, long, ranks, out, out_pos, out_limit,
                       cacheable, short_ids, long_ids, keep_long_parts):
     """The general path of a piece of 2..31 bytes: the caches its length calls for, in order
-    (a marker sends the lookup on), else merged and remembered; returns the new out_pos.
+    (a marker in the short cache sends the lookup on to the long one), else merged and
+    remembered; returns the new out_pos. A piece of up to 15 bytes found in the short cache away
+    from its home slot is moved there (``wide_cache_lookup``'s ``promote``), so that the hot path
+    finds it next time.
     A part of 16..31 bytes is remembered only with ``keep_long_parts``: not when it is a part of a
     piece the memo is about to hold, which is read whole from then on (o200k's long cache was 96%
     full after one pass of docs.parquet, and evicting).
@@ -296,18 +294,12 @@ def _cached_or_merged(data, pos, piece_end, vocab, tiny, short, long, ranks, out
     n = piece_end - pos
     short_bytes = max_piece_bytes(short)
     # -1: never seen, merge it; ELSEWHERE: a marker, the ids are in a later cache.
-    if n <= TINY_MAX_BYTES:
-        hit = wide_tiny_lookup(tiny, data, pos, piece_end, out, out_pos, out_limit)
-        if hit == ELSEWHERE:  # 4..6 ids: the short cache; more: the long one
-            hit = wide_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
-            if hit < 0:
-                hit = wide_cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
-    elif n <= short_bytes:
-        hit = wide_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit)
+    if n <= short_bytes:
+        hit = wide_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit, True)
         if hit == ELSEWHERE:  # more than 6 ids: the long cache
-            hit = wide_cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
+            hit = wide_cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit, False)
     else:
-        hit = wide_cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit)
+        hit = wide_cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit, False)
     if hit < 0:
         new_pos = merge_short_piece(data, pos, piece_end, vocab, ranks, out, out_pos)
         count = new_pos - out_pos
@@ -315,23 +307,17 @@ def _cached_or_merged(data, pos, piece_end, vocab, tiny, short, long, ranks, out
             for j in range(out_pos, new_pos):
                 if out[j] > WIDE_MAX_ID:
                     count = -1  # an id too large for the wide layout: merged every time
-        if count < 0:
-            pass
-        elif n <= TINY_MAX_BYTES and count <= TINY_MAX_IDS:
-            wide_tiny_store(tiny, data, pos, piece_end, out, out_pos, count)
-        else:
+        if count >= 0:
             if n <= short_bytes and count <= short_ids:
                 wide_cache_store(short, data, pos, piece_end, out, out_pos, count)
             elif count <= long_ids and (keep_long_parts or n <= short_bytes):
                 wide_cache_store(long, data, pos, piece_end, out, out_pos, count)
-            # Markers, as in encode_text: a lookup that finds one goes on to the next cache.
+            # A marker, as in encode_text: a lookup that finds one goes on to the long cache.
             # (np.int64(0), not 0: a literal would compile both stores a second time.)
-            if n <= TINY_MAX_BYTES:
-                wide_tiny_store(tiny, data, pos, piece_end, out, out_pos, np.int64(0))
-            elif n <= short_bytes and count > short_ids:
+            if n <= short_bytes and count > short_ids:
                 wide_cache_store(short, data, pos, piece_end, out, out_pos, np.int64(0))
         hit = new_pos
     # One return, every array used in its block: no reference counting (piece_cache.py).
-    if (data.shape[0] | tiny.shape[0] | short.shape[0] | long.shape[0] | ranks.shape[0] | out.shape[0]) < 0:
+    if (data.shape[0] | short.shape[0] | long.shape[0] | ranks.shape[0] | out.shape[0]) < 0:
         hit = -1
     return hit

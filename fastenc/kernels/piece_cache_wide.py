@@ -1,20 +1,19 @@
 """Piece caches for vocabularies with ids above 65,535 (cl100k_base, o200k_base): 18-bit ids.
 
 Same tables, keys, hashing, probing, markers and refcount-free style as ``piece_cache`` (read
-its docstring first; the home slots are ``piece_cache.tiny_home`` / ``short_home``, so
-``piece_cache.piece_slot`` finds a wide cache's home slot too); only the id words differ. An id
-word holds three 18-bit ids (id k of the word in bits ``18k .. 18k + 17``), so ids up to
-262,143 fit, and the bits from 54 up of the last id word hold the id count:
+its docstring first); only the id words differ, and there is no tiny cache. An id word holds
+three 18-bit ids (id k of the word in bits ``18k .. 18k + 17``), so ids up to 262,143 fit: a
+short or long slot (``W`` words, ``W/2`` id words) has ids ``3j .. 3j + 2`` in id word ``j`` and
+``count << 54`` in the last one. A short slot holds up to 6 ids (the narrow one 7) and a long one
+up to 12 (15); a piece with more ids is merged every time.
 
-- tiny slot, word 1: ``id0 | id1 << 18 | id2 << 36 | count << 54 | length << 56`` (count 0..3,
-  two bits): up to 3 ids, as in the narrow layout;
-- short / long slot (``W`` words, ``W/2`` id words): ids ``3j .. 3j + 2`` in id word ``j``, and
-  ``count << 54`` in the last one. A short slot holds up to 6 ids (the narrow one 7) and a long
-  one up to 12 (15); a piece with more ids is merged every time.
-
-Both last words have the same shape (three ids, the count from bit 54), which is what lets the
-encode loop's hot path copy a tiny or a short hit with one store (``loads.store_wide_ids8``) and
-read the count with one mask chosen by a select (``WIDE_COUNT_MASKS``).
+Why no tiny cache (the narrow loop keeps one, for pieces of 1..8 bytes): a tiny slot's one id
+word holds 3 wide ids, not 4, so in the long tail of languages (Cyrillic, Greek, Indic, Arabic,
+Thai...) 5% of cl100k's pieces were markers there, and each went on to an unprefetched short slot.
+Every piece of 1..15 bytes now has its home in the short cache (``wide_slot``), twice as many
+slots (``WIDE_SHORT_SLOTS``), and a piece found away from its home is moved there
+(``wide_cache_lookup``'s ``promote``). In-process A/B on docs.parquet (bench/RESULTS.md, session 23):
+cl100k warm +16-19%, first pass +4-6%; o200k warm +6-8%, first pass level.
 
 The caller checks that every id is below ``WIDE_MAX_ID + 1`` before storing.
 """
@@ -24,8 +23,8 @@ import numpy as np
 from numba import njit
 
 from fastenc.kernels.jit import NO_REFCOUNTING
-from fastenc.kernels.loads import load_word
-from fastenc.kernels.piece_cache import _LEN_SHIFT, _ONES, _PROBES, ELSEWHERE, key_home, tiny_home
+from fastenc.kernels.loads import element_address, hash_words, load_word
+from fastenc.kernels.piece_cache import _LEN_SHIFT, _ONES, _PROBES, ELSEWHERE, SHORT_WORDS, key_home, piece_key
 from fastenc.kernels.piece_memo import _AT_MASK as _MEMO_AT_MASK
 from fastenc.kernels.piece_memo import _AT_SHIFT as _MEMO_AT_SHIFT
 from fastenc.kernels.piece_memo import _COUNT_MASK as _MEMO_COUNT_MASK
@@ -40,16 +39,19 @@ from fastenc.kernels.piece_memo import token_differs
 
 WIDE_ID_BITS = 18
 WIDE_MAX_ID = (1 << WIDE_ID_BITS) - 1
-WIDE_COUNT_SHIFT = 54  # the id count's place in a slot's last id word (tiny and short/long alike)
+WIDE_COUNT_SHIFT = 54  # the id count's place in a slot's last id word
 # The wide loop's long cache: 32 MB a thread, not piece_cache's 8 MB. o200k_base leaves many pieces and
 # parts of 16..31 bytes (158k distinct in docs.parquet); 131k slots kept evicting them, and a warm
 # 1-thread pass merged 14.7k of them again every time (5.7% of it). Four times the slots: warm 0.464 ->
 # 0.427 s, first pass 1.339 -> 1.265 s (o200k, 1 thread, in-process A/B; cl100k and GPT-2 unchanged,
 # so the narrow loop keeps 8 MB; bench/RESULTS.md, "Session 21").
 WIDE_LONG_SLOTS = 1 << 19
+# The wide loop's short cache: every piece of 1..15 bytes, 64 MB a thread. docs.parquet leaves ~836k
+# distinct ones (cl100k): a load of 40% here; at 1 << 20 slots (80%) more pieces sat away from their
+# home slot, past the hot path, and a warm pass (before ``promote``) ran 12% slower than with a tiny cache.
+WIDE_SHORT_SLOTS = 1 << 21
 _ID_MASK = np.uint64(WIDE_MAX_ID)
 _COUNT_SHIFT = np.uint64(WIDE_COUNT_SHIFT)
-_TINY_COUNT = np.uint64(3)  # a tiny count is two bits: the length byte follows
 _COUNT = np.uint64(0xF)  # a short or long count: up to 12, the word's top bits are free
 _S1 = np.uint64(WIDE_ID_BITS)
 _S2 = np.uint64(2 * WIDE_ID_BITS)
@@ -71,70 +73,27 @@ def _pack3(ids, at, count):
     return word
 
 
-@njit(cache=True)
-def wide_tiny_lookup(cache, data, start, end, out, out_pos, out_limit):
-    """``tiny_cache_lookup`` for the wide layout (same contract)."""
-    mask = cache.shape[0] - 1
-    n = end - start
-    k0 = np.uint64(0)
-    if start + 8 <= data.shape[0]:
-        k0 = load_word(data, start)
-        k0 = k0 & (_ONES >> np.uint64(64 - 8 * n))
-    else:
-        for i in range(start, end):
-            k0 |= np.uint64(data[i]) << np.uint64(8 * (i - start))
-    length = np.uint64(n)
-    slot = tiny_home(k0, n, mask)
-    result = -1
-    for _ in range(_PROBES):
-        w1 = cache[slot, 1]
-        if cache[slot, 0] == k0 and (w1 >> _LEN_SHIFT) == length:
-            count = np.int64((w1 >> _COUNT_SHIFT) & _TINY_COUNT)
-            if out_pos + 3 <= out_limit:  # all three places: no branch on the count
-                o = np.uint64(out_pos)
-                out[o] = w1 & _ID_MASK
-                out[o + np.uint64(1)] = (w1 >> _S1) & _ID_MASK
-                out[o + np.uint64(2)] = (w1 >> _S2) & _ID_MASK
-            else:
-                for j in range(count):
-                    out[out_pos + j] = (w1 >> np.uint64(WIDE_ID_BITS * j)) & _ID_MASK
-            result = out_pos + count if count > 0 else ELSEWHERE
-            break
-        if w1 == 0:
-            break
-        slot = (slot + 1) & mask
-    if (cache.shape[0] | data.shape[0] | out.shape[0]) < 0:
-        result = -1
-    return result
+@njit(cache=True, forceinline=True)
+def wide_slot(short, data, start, n):
+    """The address of the home slot of the piece ``data[start:start + n]`` (1..15 bytes) in a
+    wide short cache: where ``wide_cache_store`` puts it first and ``wide_cache_lookup`` looks
+    first (same key, ``piece_key``; same hash, ``short_home``). Needs ``start + 16 <= len(data)``."""
+    k0, second, _ = piece_key(data, start, n)
+    h = hash_words(k0, second)
+    return element_address(short, SHORT_WORDS * np.int64(h & np.uint64(short.shape[0] - 1)))
 
 
 @njit(cache=True)
-def wide_tiny_store(cache, data, start, end, ids, ids_start, count):
-    """``tiny_cache_store`` for the wide layout: 0..3 ids, each <= WIDE_MAX_ID (a piece of 1..8 bytes)."""
-    mask = cache.shape[0] - 1
-    n = end - start
-    k0 = np.uint64(0)
-    for i in range(start, end):
-        k0 |= np.uint64(data[i]) << np.uint64(8 * (i - start))
-    length = np.uint64(n)
-    home = tiny_home(k0, n, mask)
-    slot = home
-    for probe in range(_PROBES):
-        candidate = (home + probe) & mask
-        if cache[candidate, 1] == 0:
-            slot = candidate
-            break
-    cache[slot, 0] = k0
-    cache[slot, 1] = (length << _LEN_SHIFT) | (np.uint64(count) << _COUNT_SHIFT) | _pack3(ids, ids_start, ids_start + count)
-    if (cache.shape[0] | data.shape[0] | ids.shape[0]) < 0:
-        count = 0
-    return count
-
-
-@njit(cache=True)
-def wide_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
+def wide_cache_lookup(cache, data, start, end, out, out_pos, out_limit, promote):
     """``cache_lookup`` for the wide layout (any ``W``; same contract: up to ``3 * W/2``
-    places past ``out_pos`` may be written, never past ``out_limit``)."""
+    places past ``out_pos`` may be written, never past ``out_limit``).
+
+    With ``promote``, a piece found past its home slot swaps places with the home slot's entry,
+    so that the encode loop's hot path (which reads only the home slot) finds it next time: in
+    a warm pass over docs.parquet (cl100k) that halved the pieces sent down the general path
+    for it (585k -> 250k of 18.9M). The entry moved out stays on its probe run (every slot
+    between its home and the home slot is taken, else it would not have been placed there), or
+    is lost past the probe limit: a cache forgets, it never answers wrongly."""
     key_words = cache.shape[1] >> 1
     mask = cache.shape[0] - 1
     n = end - start
@@ -176,7 +135,8 @@ def wide_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     else:
         k3 |= length
         last = k3
-    slot = key_home(k0, k1, k2, k3, key_words, mask)
+    home = key_home(k0, k1, k2, k3, key_words, mask)
+    slot = home
     result = -1
     for _ in range(_PROBES):
         stored_last = cache[slot, key_words - 1]
@@ -187,6 +147,12 @@ def wide_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
             and cache[slot, 0] == k0
             and (key_words == 2 or (cache[slot, 1] == k1 and cache[slot, 2] == k2))
         ):
+            if promote and slot != home:
+                for w in range(2 * key_words):
+                    x = cache[home, w]
+                    cache[home, w] = cache[slot, w]
+                    cache[slot, w] = x
+                slot = home
             count = np.int64((cache[slot, 2 * key_words - 1] >> _COUNT_SHIFT) & _COUNT)
             if out_pos + 3 * key_words <= out_limit:
                 for w in range(key_words):  # every place: no branch on the count

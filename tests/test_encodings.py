@@ -370,6 +370,24 @@ def test_wide_lookup_promotes_a_piece_to_its_home_slot():
     assert found(a, False) == ids[a].tolist()  # the entry it displaced is still on its probe run
 
 
+def test_long_home_is_where_a_long_piece_is_stored():
+    """``long_home`` (the slot the encode loop prefetches for a piece of 16..31 bytes) is the slot
+    ``wide_cache_store`` puts the piece in, in an empty long cache, for every length."""
+    from fastenc.kernels.piece_cache import LONG_WORDS, new_piece_cache
+    from fastenc.kernels.piece_cache_wide import long_home, wide_cache_store
+
+    rng = np.random.default_rng(3)
+    data = rng.integers(0, 256, 4096).astype(np.uint8)
+    for n in range(16, 32):
+        for _ in range(8):
+            cache = new_piece_cache(1 << 12, LONG_WORDS)
+            start = int(rng.integers(0, 4096 - 32))
+            wide_cache_store(cache, data, np.int64(start), np.int64(start + n), np.array([7, 8], np.uint32), np.int64(0),
+                             np.int64(2))
+            (stored,) = np.nonzero(cache[:, LONG_WORDS // 2 - 1])[0]
+            assert long_home(data, np.int64(start), np.int64(n), np.int64(cache.shape[0] - 1)) == stored, n
+
+
 def test_a_uint16_vocabulary_split_by_the_wide_patterns(tmp_path, tiktoken_gpt2, oracle, docs_fixture):
     """GPT-2's 50,256 ranks split by cl100k's or o200k's pattern: uint16 ids, yet the wide loop
     (``encode.takes_wide_loop``: the GPT-2/URL loop only walks its own two pre-tokenizers)."""

@@ -83,6 +83,24 @@ def wide_slot(short, data, start, n):
     return element_address(short, SHORT_WORDS * np.int64(h & np.uint64(short.shape[0] - 1)))
 
 
+@njit(cache=True, forceinline=True)
+def long_home(data, start, n, mask):
+    """The home slot of the piece ``data[start:start + n]`` (16..31 bytes) in a long cache of
+    ``mask + 1`` slots (``key_home`` of ``wide_cache_lookup``'s key). Scalars and ``data`` only,
+    so that the encode loop can prefetch the slot without touching the cache array in its loop
+    (an array used there cost reference counting). Needs ``start + 32 <= len(data)``."""
+    nn = np.uint64(n)
+    k0 = load_word(data, start)
+    k1 = load_word(data, start + 8)
+    k2 = load_word(data, start + 16)
+    k3 = load_word(data, start + 24)
+    # Bytes 16..n-1 are in k2 and k3: keep them (a shift of 0..56 each), the length on top.
+    k2 = k2 if nn >= np.uint64(24) else k2 & ((np.uint64(1) << ((np.uint64(8) * nn - np.uint64(128)) & np.uint64(63))) - np.uint64(1))
+    k3 = (k3 & ((np.uint64(1) << ((np.uint64(8) * nn - np.uint64(192)) & np.uint64(63))) - np.uint64(1)) if nn > np.uint64(24)
+          else np.uint64(0)) | (nn << _LEN_SHIFT)
+    return key_home(k0, k1, k2, k3, 4, mask)
+
+
 @njit(cache=True)
 def wide_cache_lookup(cache, data, start, end, out, out_pos, out_limit, promote):
     """``cache_lookup`` for the wide layout (any ``W``; same contract: up to ``3 * W/2``

@@ -8,12 +8,14 @@ short or long slot (``W`` words, ``W/2`` id words) has ids ``3j .. 3j + 2`` in i
 up to 12 (15); a piece with more ids is merged every time.
 
 Why no tiny cache (the narrow loop keeps one, for pieces of 1..8 bytes): a tiny slot's one id
-word holds 3 wide ids, not 4, so in the long tail of languages (Cyrillic, Greek, Indic, Arabic,
-Thai...) 5% of cl100k's pieces were markers there, and each went on to an unprefetched short slot.
+word holds 3 wide ids, not 4, so in docs.parquet's languages other than English, code, Chinese,
+Japanese and five Latin-script ones, 5% of cl100k's pieces were markers there, and each went on to
+an unprefetched short slot.
 Every piece of 1..15 bytes now has its home in the short cache (``wide_slot``), twice as many
 slots (``WIDE_SHORT_SLOTS``), and a piece found away from its home is moved there
 (``wide_cache_lookup``'s ``promote``). In-process A/B on docs.parquet (bench/RESULTS.md, session 23):
-cl100k warm +16-19%, first pass +4-6%; o200k warm +6-8%, first pass level.
+cl100k warm +16-19%, first pass 0.94-1.06; o200k warm +6-9%, first pass 0.84-1.08 (the first pass
+swings with every change to the loop; bench_encodings' first-pass cells stayed in their earlier range).
 
 The caller checks that every id is below ``WIDE_MAX_ID + 1`` before storing.
 """

@@ -1,7 +1,7 @@
 """Kernel A/B: the working tree's ``encode_text`` against a git revision's, in one process.
 
     python bench/ab_encode.py BASE_REV [--encoding gpt2] [--rounds 7] [--docs PATH] [--limit N] [--base-tables]
-                              [--first-rounds N]
+                              [--first-rounds N [--fresh-first]]
 
 Why in one process: on a shared or virtual machine, two processes run minutes apart see different
 neighbours, clocks and page placement, and differences of 10-20% come and go. Here both kernels
@@ -9,6 +9,9 @@ run on the same documents in the same process, alternating, each with its own pi
 pages and sizes, as its own ``Encoder`` allocates them), timed in thread CPU time; the first pass (empty caches) is
 reported, then ``--rounds`` warm passes, and the ids of the two are compared. Run it twice with
 the same revision on both sides (``BASE_REV`` = ``HEAD`` on a clean tree) to see the noise floor.
+First passes on emptied caches reuse each side's memory, whose physical placement is fixed for the
+run: one side can be a steady 5-8% slower in one run and faster in the next (session 23, o200k
+HEAD vs HEAD: 0.976). ``--fresh-first`` gives every such pass newly allocated caches.
 
 The base revision's ``fastenc`` package is exported with ``git archive`` into a temporary folder
 and imported as ``fastenc_base`` (its imports rewritten), so both versions can live in one process.
@@ -59,6 +62,10 @@ def main() -> None:
                         help="the base side encodes with the vocabulary tables the base revision builds")
     parser.add_argument("--first-rounds", type=int, default=0,
                         help="more first passes per side, on emptied caches whose memory is already faulted in")
+    parser.add_argument("--fresh-first", action="store_true",
+                        help="each of those passes on newly allocated caches instead of emptied ones: the "
+                             "physical pages (and their cache and TLB behaviour) change from round to round, "
+                             "and the page faults are timed, as in a fresh process")
     args = parser.parse_args()
     if not args.docs.exists():
         raise SystemExit(f"ab_encode: {args.docs} not found; pass --docs PATH to a parquet file with a 'text' column")
@@ -143,25 +150,32 @@ def main() -> None:
             run(data, offsets, vocab[name], classes[name], own[name], scratch)
             warm[name].append(time.thread_time() - t)
     again = {name: [] for name in sides}
+    package = {"tree": "fastenc", f"base {args.base}": "fastenc_base"}
     for r in range(args.first_rounds):
         for name in (list(sides) if r % 2 == 0 else list(sides)[::-1]):
-            for table in own[name]:
-                table.fill(0)
-            init_piece_memo(own[name].memo)
+            if args.fresh_first:  # new memory each round: new physical pages, their faults timed too
+                fresh = caches(package[name])
+            else:
+                fresh = own[name]
+                for table in fresh:
+                    table.fill(0)
+                init_piece_memo(fresh.memo)
             t = time.thread_time()
-            sides[name](data, offsets, vocab[name], classes[name], own[name], scratch)
+            sides[name](data, offsets, vocab[name], classes[name], fresh, scratch)
             again[name].append(time.thread_time() - t)
+            del fresh
     print(f"{args.docs.name}: {len(offsets) - 1} documents, {mb:.1f} MB, encoding {args.encoding}; "
           f"ids {'identical' if same else 'DIFFER'} ({count[a]:,} / {count[b]:,})")
     for name in sides:
         w = sorted(warm[name])
         print(f"{name:>24}: first {mb / first[name]:7.1f} MB/s   warm min {mb / w[0]:7.1f}  median {mb / w[len(w) // 2]:7.1f} MB/s (thread CPU)")
     if args.first_rounds:
+        kind = "fresh" if args.fresh_first else "emptied"
         fa, fb = sorted(again[a]), sorted(again[b])
         for name in sides:
             f = sorted(again[name])
-            print(f"{name:>24}: first on emptied caches: min {mb / f[0]:7.1f}  median {mb / f[len(f) // 2]:7.1f} MB/s")
-        print(f"tree / base speed, first on emptied caches: min {fb[0] / fa[0]:.3f}  median {fb[len(fb) // 2] / fa[len(fa) // 2]:.3f}")
+            print(f"{name:>24}: first on {kind} caches: min {mb / f[0]:7.1f}  median {mb / f[len(f) // 2]:7.1f} MB/s")
+        print(f"tree / base speed, first on {kind} caches: min {fb[0] / fa[0]:.3f}  median {fb[len(fb) // 2] / fa[len(fa) // 2]:.3f}")
     wa, wb = sorted(warm[a]), sorted(warm[b])
     print(f"tree / base speed: first {first[b] / first[a]:.3f}  warm min {wb[0] / wa[0]:.3f}  median {wb[len(wb) // 2] / wa[len(wa) // 2]:.3f}")
     if not same:

@@ -10,8 +10,8 @@ pages and sizes, as its own ``Encoder`` allocates them), timed in thread CPU tim
 reported, then ``--rounds`` warm passes, and the ids of the two are compared. Run it twice with
 the same revision on both sides (``BASE_REV`` = ``HEAD`` on a clean tree) to see the noise floor.
 First passes on emptied caches reuse each side's memory, whose physical placement is fixed for the
-run: one side can be a steady 5-8% slower in one run and faster in the next (session 23, o200k
-HEAD vs HEAD: 0.976). ``--fresh-first`` gives every such pass newly allocated caches.
+run, and one change measured 0.94 in one run and 1.08 in the next (session 23, o200k).
+``--fresh-first`` gives every such pass newly allocated caches (HEAD vs HEAD, o200k, 10 rounds: 0.976).
 
 The base revision's ``fastenc`` package is exported with ``git archive`` into a temporary folder
 and imported as ``fastenc_base`` (its imports rewritten), so both versions can live in one process.

@@ -17,7 +17,7 @@ from numba import njit
 
 from fastenc.kernels import config as cfg
 from fastenc.kernels.loads import element_address, prefetch_at
-from fastenc.kernels.tables import pair_filter_bit, token_id_of
+from fastenc.kernels.tables import _mix_slot, pair_filter_bit, token_id_of
 
 # Above this many bytes bpe_piece merges with the heap; below, with the rescanning loop.
 HEAP_THRESHOLD = 64
@@ -38,8 +38,7 @@ def _prefetch_pair(pair_filter, pair_table, key):
     the places ``merge_short_piece``'s lookup reads first."""
     word, _ = pair_filter_bit(key, pair_filter.shape[0])
     prefetch_at(element_address(pair_filter, np.int64(word)))
-    slot = ((key * _GOLDEN) >> np.uint64(32)) & np.uint64(pair_table.shape[0] - 1)
-    prefetch_at(element_address(pair_table, np.int64(slot)))
+    prefetch_at(element_address(pair_table, _mix_slot(key, pair_table.shape[0] - 1)))
 
 
 @njit(cache=True)

@@ -18,7 +18,7 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 from fastenc.kernels import config as cfg
 from fastenc.kernels.bpe import merge_long_piece, merge_short_piece
 from fastenc.kernels.jit import NO_REFCOUNTING
-from fastenc.kernels.loads import ASCII_MASKS, element_address, load_at, load_word, prefetch_at, store_wide_ids8
+from fastenc.kernels.loads import ASCII_MASKS, element_address, load_acquire_at, load_at, load_word, prefetch_at, store_wide_ids8
 from fastenc.kernels.piece_cache import (
     ELSEWHERE,
     LONG_WORDS,
@@ -30,6 +30,7 @@ from fastenc.kernels.piece_cache import (
 from fastenc.kernels.piece_cache_wide import (
     WIDE_COUNT_SHIFT,
     WIDE_MAX_ID,
+    caches_shared,
     long_home,
     wide_cache_lookup,
     wide_cache_store,
@@ -101,6 +102,7 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
     short = caches.short
     long = caches.long
     memo = caches.memo
+    shared = caches_shared(caches.tiny)  # short and long shared with other threads: no slot is rewritten
     ranks = np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # scratch of the short-piece merge
     work = np.empty(7 * 4 * MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # of the long-piece merge (grows)
     ring = np.empty(_RING * (_BLOCK + 1), dtype=np.int64)  # (room for a memo store after a full block)
@@ -247,7 +249,9 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
             # general path below.
             if ((whole | 1) == -1) & (at != 0) & (out_pos + 8 <= out_limit):  # whole is -1 or _MEMO_BEGIN
                 k0, second, _ = piece_key(data, pos, n)  # (second: the key's second word and the length)
-                same = (load_at(at) == k0) & (load_at(at + _U8) == second)
+                # The key's last word first, with acquire: in caches shared between threads a
+                # writer stores it last, so once it matches, the words below are that writer's.
+                same = (load_acquire_at(at + _U8) == second) & (load_at(at) == k0)
                 low = load_at(at + _U16)
                 high = load_at(at + _U24)
                 count = np.int64((high >> _COUNT_SHIFT) & _SHORT_COUNT)
@@ -277,11 +281,11 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
             elif n == 1:
                 out[out_pos] = byte_ids[data[pos]]
                 if at != 0 and out[out_pos] <= WIDE_MAX_ID:  # then the hot path finds it next time
-                    wide_cache_store(short, data, pos, piece_end, out, out_pos, np.int64(1))
+                    wide_cache_store(short, data, pos, piece_end, out, out_pos, np.int64(1), shared)
                 out_pos += 1
             elif n <= long_bytes:
                 out_pos = _cached_or_merged(data, pos, piece_end, vocab, short, long, ranks, out, out_pos,
-                                            out_limit, cacheable, short_ids, long_ids, not in_memo)
+                                            out_limit, cacheable, short_ids, long_ids, not in_memo, shared)
             else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
                 if work.shape[0] < 7 * n:
                     work = np.empty(max(7 * n, 2 * work.shape[0]), dtype=np.int64)
@@ -292,12 +296,13 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
 
 @njit(no_cpython_wrapper=True, no_cfunc_wrapper=True, cache=True, **NO_REFCOUNTING)
 def _cached_or_merged(data, pos, piece_end, vocab, short, long, ranks, out, out_pos, out_limit,
-                      cacheable, short_ids, long_ids, keep_long_parts):
+                      cacheable, short_ids, long_ids, keep_long_parts, shared):
     """The general path of a piece of 2..31 bytes: the caches its length calls for, in order
     (a marker in the short cache sends the lookup on to the long one), else merged and
     remembered; returns the new out_pos. A piece of up to 15 bytes found in the short cache away
     from its home slot is moved there (``wide_cache_lookup``'s ``promote``), so that the hot path
-    finds it next time.
+    finds it next time, unless ``shared`` (caches that other threads read at the same time: a
+    filled slot is never rewritten, ``piece_cache_wide.SHARED_CACHES``).
     A part of 16..31 bytes is remembered only with ``keep_long_parts``: not when it is a part of a
     piece the memo is about to hold, which is read whole from then on (o200k's long cache was 96%
     full after one pass of docs.parquet, and evicting).
@@ -307,7 +312,7 @@ def _cached_or_merged(data, pos, piece_end, vocab, short, long, ranks, out, out_
     short_bytes = max_piece_bytes(short)
     # -1: never seen, merge it; ELSEWHERE: a marker, the ids are in a later cache.
     if n <= short_bytes:
-        hit = wide_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit, True)
+        hit = wide_cache_lookup(short, data, pos, piece_end, out, out_pos, out_limit, not shared)
         if hit == ELSEWHERE:  # more than 6 ids: the long cache
             hit = wide_cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit, False)
     else:
@@ -321,13 +326,13 @@ def _cached_or_merged(data, pos, piece_end, vocab, short, long, ranks, out, out_
                     count = -1  # an id too large for the wide layout: merged every time
         if count >= 0:
             if n <= short_bytes and count <= short_ids:
-                wide_cache_store(short, data, pos, piece_end, out, out_pos, count)
+                wide_cache_store(short, data, pos, piece_end, out, out_pos, count, shared)
             elif count <= long_ids and (keep_long_parts or n <= short_bytes):
-                wide_cache_store(long, data, pos, piece_end, out, out_pos, count)
+                wide_cache_store(long, data, pos, piece_end, out, out_pos, count, shared)
             # A marker, as in encode_text: a lookup that finds one goes on to the long cache.
             # (np.int64(0), not 0: a literal would compile both stores a second time.)
             if n <= short_bytes and count > short_ids:
-                wide_cache_store(short, data, pos, piece_end, out, out_pos, np.int64(0))
+                wide_cache_store(short, data, pos, piece_end, out, out_pos, np.int64(0), shared)
         hit = new_pos
     # One return, every array used in its block: no reference counting (piece_cache.py).
     if (data.shape[0] | short.shape[0] | long.shape[0] | ranks.shape[0] | out.shape[0]) < 0:

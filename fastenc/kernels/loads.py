@@ -181,6 +181,57 @@ def load_at(typingctx, address):
     return sig, codegen
 
 
+# --- Slots that several threads read and fill (piece_cache_wide's shared caches) ---
+# A writer claims an empty slot (``claim_at``: 0 -> a claim mark, one compare-and-swap, so two
+# writers never fill the same slot), writes its words, and stores the slot's key-closing word
+# last (``store_release_at``); a reader loads that word first (``load_acquire_at``). Release and
+# acquire make every word written before the release visible to a reader whose acquire saw it,
+# and keep the compiler from moving the reader's other loads above it. On x86 both are plain
+# moves (only the compiler is held back); on Arm they are ldar/stlr.
+
+
+@intrinsic
+def load_acquire_at(typingctx, address):
+    """``load_at`` with acquire ordering: the loads after it see every store made before the
+    ``store_release_at`` whose value it read."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        return builder.load_atomic(builder.inttoptr(args[0], i64.as_pointer()), "acquire", 8)
+
+    return sig, codegen
+
+
+@intrinsic
+def store_release_at(typingctx, address, value):
+    """Store the ``uint64`` ``value`` at ``address`` (8-byte aligned) with release ordering: the
+    stores before it are visible to a reader that sees this one (``load_acquire_at``)."""
+    sig = types.void(types.uint64, types.uint64)
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        builder.store_atomic(args[1], builder.inttoptr(args[0], i64.as_pointer()), "release", 8)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def claim_at(typingctx, address, expected, value):
+    """Atomically: if the ``uint64`` at ``address`` is ``expected``, make it ``value`` and return
+    True; else change nothing and return False (one ``lock cmpxchg`` on x86)."""
+    sig = types.boolean(types.uint64, types.uint64, types.uint64)
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        ptr = builder.inttoptr(args[0], i64.as_pointer())
+        pair = builder.cmpxchg(ptr, args[1], args[2], "acq_rel", "acquire")
+        return builder.extract_value(pair, 1)
+
+    return sig, codegen
+
+
 @intrinsic
 def prefetch_at(typingctx, address):
     """``prefetch`` of a raw address (an ``element_address``)."""

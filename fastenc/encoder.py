@@ -22,8 +22,8 @@ from fastenc.kernels.piece_cache import (
     PieceCaches,
     one_task,
 )
-from fastenc.kernels.piece_cache_wide import SHARED_CACHES, WIDE_LONG_SLOTS, WIDE_SHORT_SLOTS
-from fastenc.kernels.piece_memo import init_piece_memo, memo_words
+from fastenc.kernels.piece_cache_wide import WIDE_LONG_SLOTS, WIDE_SHORT_SLOTS
+from fastenc.kernels.piece_memo import init_piece_memo, memo_words, set_caches_shared
 from fastenc.kernels.runs import encode_docs, encode_docs_wide
 from fastenc.tasks import run_tasks
 from fastenc.unicode_classes import class_table_for
@@ -138,20 +138,17 @@ class Encoder:
         return self._caches_of(self._task_caches(), task, shared=False)
 
     def _caches_of(self, caches: PieceCaches, task: int, shared: bool) -> PieceCaches:
-        """Task ``task``'s caches. ``shared`` (the cl100k/o200k loop only): every task gets task 0's
-        short and long caches, and its placeholder tiny cache says so (``SHARED_CACHES``), so that no
-        filled slot is rewritten while another thread may read it. Why share: each thread filling
-        its own caches merged every piece that both halves of a batch hold once per thread (+21%
-        merges on docs.parquet at 2 threads) and zeroed its own 96 MB of cache pages on first touch
-        (~0.7 GB/s on these VMs); with one set, a 2-thread first pass over docs.parquet (o200k) took
-        0.63-0.68 s where it took 0.66-0.85 (bench/RESULTS.md, session 24)."""
+        """Task ``task``'s caches. ``shared``: task 0's tiny, short and long caches, its own memo,
+        which says so (``piece_memo.set_caches_shared``: then no filled slot is rewritten while
+        another thread may read it, ``piece_cache``'s "Shared caches"). Why share: with a set per
+        thread, each merged every piece that the halves of a batch have in common (+21% merges on
+        docs.parquet at 2 threads; N threads, N times) and zeroed its own 100 MB of cache pages on
+        first touch (~0.7 GB/s on these VMs). With one set, a 2-thread o200k first pass over
+        docs.parquet took 0.62-0.65 s where it took 0.80-0.88 (bench/RESULTS.md, session 24)."""
         own = one_task(caches, task)
-        if not takes_wide_loop(self.vocab.config):
-            return own  # (the narrow loop's tiny cache is a real one)
-        flags = own.tiny[0, 0] & ~SHARED_CACHES
-        own.tiny[0, 0] = flags | (SHARED_CACHES if shared else np.uint64(0))
+        set_caches_shared(own.memo, shared)
         if shared:
-            return PieceCaches(own.tiny, caches.short[0], caches.long[0], own.memo)
+            return PieceCaches(caches.tiny[0], caches.short[0], caches.long[0], own.memo)
         return own
 
     # --- encoding -----------------------------------------------------------------------

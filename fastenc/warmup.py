@@ -327,8 +327,8 @@ def part_pieces(work: Path, gpt2: bool = True) -> None:
     pc.cache_lookup(c.short, data, zero, five, out, zero, np.int64(32))
     # stores into scratch caches: the real ones must not learn wrong ids
     scratch = pc.new_piece_caches(1 << 4, 1 << 4, 1 << 4)
-    pc.tiny_cache_store(scratch.tiny, data, zero, two, out, zero, np.int64(1))
-    pc.cache_store(scratch.short, data, zero, five, out, zero, np.int64(1))
+    pc.tiny_cache_store(scratch.tiny, data, zero, two, out, zero, np.int64(1), False)
+    pc.cache_store(scratch.short, data, zero, five, out, zero, np.int64(1), False)
 
 
 PARTS = {"url-side": part_url_side, "bpe": part_bpe, "pieces": part_pieces}

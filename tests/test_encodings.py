@@ -29,6 +29,7 @@ from fastenc.errors import VocabError
 from fastenc.kernels.encode_wide import encode_text_wide
 from fastenc.kernels.loads import element_address
 from fastenc.kernels.piece_cache_wide import wide_slot
+from fastenc.kernels.piece_memo import _HEADER as _MEMO_HEADER
 from fastenc.kernels.piece_memo import memo_hash
 from fastenc.unicode_classes import gpt2_class_table, o200k_class_table
 from fastenc.vocab import builtin_tiktoken_file
@@ -449,7 +450,7 @@ def test_the_wide_memo_gives_back_21_bit_ids_and_refuses_what_is_not_the_piece(p
     # A tag collision: the entry of a piece of the same length pointed at another piece's ids.
     a, b = b" " * 40, b"\t" * 40
     hb = int(_memo_hash(_u8(b), 0, 40))
-    table = 4 + int(memo[3])
+    table = _MEMO_HEADER + int(memo[3])
     entry_a = int(memo[table + memo_find(memo, np.uint64(_memo_hash(_u8(a), 0, 40)))])
     memo[table + (hb & 255)] = np.uint64((hb >> 40) << 40 | (entry_a & ((1 << 40) - 1)))
     memo[4:table] = np.uint64(0xFFFFFFFFFFFFFFFF)  # every filter bit: the probe reaches the table
@@ -501,7 +502,7 @@ def test_the_wide_loop_is_exact_cold_warm_and_with_a_scrambled_memo(pair):
         assert out[:n].tolist() == expected
     memo = caches.memo
     assert memo[2] >= 5  # long pieces were memoized (and read by the warm passes)
-    arena = 4 + int(memo[3]) + int(memo[1])
+    arena = _MEMO_HEADER + int(memo[3]) + int(memo[1])
     memo[arena:] = (memo[arena:] * np.uint64(7) + np.uint64(13)) & np.uint64((1 << 63) - 1)
     n = _encode_all_wide(data, offsets, enc.vocab, enc.classes, caches, out)
     assert out[:n].tolist() == expected
@@ -554,135 +555,3 @@ def test_span_cuts_keep_a_token_that_does_not_merge_to_itself_whole(tmp_path, or
                      "abc" * 12, "xxbxxabcxx" * 4):
             assert enc.encode(word) == ref.encode_ordinary(word), (pattern, word)
 
-
-# --- Piece caches shared by the threads of a batch (piece_cache_wide.SHARED_CACHES) ---
-
-
-def _fill_short_cache(cache, data, n_pieces, shared):
-    """Store ``n_pieces`` distinct pieces of 3 bytes (ids ``[k, 70000 + k]``); returns their starts."""
-    from fastenc.kernels.piece_cache_wide import wide_cache_store
-
-    starts = list(range(0, 3 * n_pieces, 3))
-    for k, start in enumerate(starts):
-        wide_cache_store(cache, data, np.int64(start), np.int64(start + 3), np.array([k, 70000 + k], np.uint32),
-                         np.int64(0), np.int64(2), shared)
-    return starts
-
-
-def _found(cache, data, start, n):
-    from fastenc.kernels.piece_cache_wide import wide_cache_lookup
-
-    out = np.zeros(16, np.uint32)
-    got = wide_cache_lookup(cache, data, np.int64(start), np.int64(start + n), out, np.int64(0), np.int64(16), False)
-    return out[:got].tolist() if got > 0 else got
-
-
-def test_a_shared_cache_never_rewrites_a_filled_slot():
-    """8 slots, 8 probes: after 8 pieces every probe run is full. A ninth piece replaces its home
-    slot's entry in a cache of one thread; in a shared one (another thread may be reading that
-    slot) it is not kept, and every entry stays as it was."""
-    from fastenc.kernels.piece_cache import new_piece_cache
-
-    data = np.arange(64, dtype=np.uint8) * np.uint8(7)
-    for shared in (False, True):
-        cache = new_piece_cache(8, 4)
-        starts = _fill_short_cache(cache, data, 8, shared)
-        assert [_found(cache, data, s, 3) for s in starts] == [[k, 70000 + k] for k in range(8)]
-        before = cache.copy()
-        _fill_short_cache(cache[:, :], data[24:], 1, shared)  # a ninth piece: bytes 24..26
-        if shared:
-            assert (cache == before).all() and _found(cache, data, 24, 3) == -1
-        else:
-            assert _found(cache, data, 24, 3) == [0, 70000]
-            assert sum(_found(cache, data, s, 3) == -1 for s in starts) == 1  # its home slot's piece
-
-
-def test_a_claimed_slot_is_neither_matched_nor_filled():
-    """A slot another thread is filling (its last key word ``CLAIMED``) is passed over by a store,
-    which takes the next slot, and by a lookup, which finds the piece there."""
-    from fastenc.kernels.piece_cache import new_piece_cache
-    from fastenc.kernels.piece_cache_wide import CLAIMED
-
-    data = np.arange(64, dtype=np.uint8) * np.uint8(5)
-    probe = new_piece_cache(8, 4)
-    _fill_short_cache(probe, data, 1, True)
-    (home,) = np.nonzero(probe[:, 1])[0]
-    cache = new_piece_cache(8, 4)
-    cache[home, 1] = CLAIMED  # the key's other words and ids not written yet
-    _fill_short_cache(cache, data, 1, True)
-    assert cache[home, 1] == CLAIMED and cache[(home + 1) % 8, 0] == probe[home, 0]
-    assert _found(cache, data, 0, 3) == [0, 70000]
-
-
-def test_threads_filling_one_set_of_small_caches_give_tiktokens_ids(pair):
-    """Four threads encode the same documents at once into one short and one long cache, small
-    enough that stores race for slots, claim them, and find probe runs full: every thread's ids
-    are tiktoken's, in the first pass (all of them filling) and the next two."""
-    import concurrent.futures as cf
-
-    from fastenc.kernels.piece_cache import new_piece_caches
-    from fastenc.kernels.piece_cache_wide import SHARED_CACHES
-    from fastenc.kernels.runs import encode_docs_wide
-
-    enc, ref = pair
-    rng = np.random.default_rng(24)
-    words = _WIDE_LONG + CJK_WORDS + [" the", " of", ",", " and", "'s", " 123", "\r\n", "  ", " Ǆemal", "ab", " über"]
-    texts = ["".join(rng.choice(words, 80)) for _ in range(40)]
-    raw = [t.encode() for t in texts]
-    data = _u8(b"".join(raw))
-    data.flags.writeable = False
-    offsets = np.zeros(len(raw) + 1, dtype=np.int64)
-    np.cumsum([len(r) for r in raw], out=offsets[1:])
-    expected = [ref.encode_ordinary(t) for t in texts]
-    common = new_piece_caches(1 << 7, 1 << 5, 1 << 6, 1 << 8, 1 << 12)
-    tasks = []
-    for _ in range(4):
-        own = new_piece_caches(1 << 7, 1 << 5, 1, 1 << 8, 1 << 12)
-        own.tiny[0, 0] = SHARED_CACHES
-        tasks.append(own._replace(short=common.short, long=common.long))
-
-    def run(t):
-        order = np.roll(np.arange(len(texts)), 10 * t)  # the threads meet the same pieces at different times
-        got = {}
-        for d in order:
-            out = np.empty(offsets[d + 1] - offsets[d], dtype=np.uint32)
-            counts = np.zeros(len(texts), dtype=np.int64)
-            n = encode_docs_wide(data, offsets, d, d + 1, enc.vocab, enc.classes, tasks[t], out, 0, counts)
-            got[int(d)] = out[:n].tolist()
-        return got
-
-    for _ in range(3):
-        with cf.ThreadPoolExecutor(4) as pool:
-            results = list(pool.map(run, range(4)))
-        for got in results:
-            assert [got[d] for d in range(len(texts))] == expected
-    assert np.count_nonzero(common.short[:, 1]) > 0.9 * common.short.shape[0]  # the short cache did fill
-
-
-def test_the_encoder_gives_its_threads_one_set_of_caches(oracle, docs_fixture):
-    """``Encoder`` at 2+ threads: every task reads and fills task 0's short and long caches (task
-    1's stay untouched), its placeholder tiny cache saying so; ``thread_caches`` (one caller, its
-    own thread) clears the mark. Ids as tiktoken's either way."""
-    import numba
-
-    from fastenc.encoder import Encoder
-    from fastenc.kernels.piece_cache_wide import SHARED_CACHES
-
-    if numba.config.NUMBA_NUM_THREADS < 2:
-        pytest.skip("one CPU: Numba runs one thread here, and a batch is one task")
-    texts = docs_fixture.column("text").to_pylist()
-    loaded = fastenc.load("o200k_base")
-    enc = Encoder(loaded.vocab, loaded.info)  # (fresh caches)
-    old = numba.get_num_threads()
-    numba.set_num_threads(2)
-    try:
-        ids, offsets = enc.encode_batch(texts)
-    finally:
-        numba.set_num_threads(old)
-    want = oracle["o200k_base"].encode_ordinary_batch(texts)
-    assert [ids[offsets[i]:offsets[i + 1]].tolist() for i in range(len(texts))] == want
-    caches = enc._caches
-    assert np.count_nonzero(caches.short[0]) > 0 and np.count_nonzero(caches.short[1]) == 0
-    assert np.count_nonzero(caches.long[1]) == 0
-    assert all(caches.tiny[t][0, 0] & SHARED_CACHES for t in range(2))
-    assert not enc.thread_caches(0).tiny[0, 0] & SHARED_CACHES

@@ -13,6 +13,7 @@ import fastenc
 from fastenc.kernels.encode import encode_text
 from fastenc.kernels.piece_cache import new_piece_caches
 from fastenc.kernels.piece_memo import (
+    _HEADER,
     memo_emit,
     memo_find,
     memo_hash,
@@ -23,7 +24,6 @@ from fastenc.kernels.piece_memo import (
 
 _ENTRIES = 2  # header words (piece_memo.py's layout)
 _FILL = 0
-_HEADER = 4
 
 
 @pytest.fixture(scope="module")

@@ -113,7 +113,7 @@ def test_short_cache_lookup_equals_the_general_lookup(piece, before, count):
         out_a = np.zeros(40, dtype=np.int64)
         out_b = np.zeros(40, dtype=np.int64)
         assert short_cache_lookup(cache, data, start, end, out_a, 3, 40) == -1
-        cache_store(cache, data, start, end, ids, 0, count)
+        cache_store(cache, data, start, end, ids, 0, count, False)
         got = short_cache_lookup(cache, data, start, end, out_a, 3, 40)
         assert got == cache_lookup(cache, data, start, end, out_b, 3, 40) == 3 + count
         assert out_a[3 : 3 + count].tolist() == ids.tolist() == out_b[3 : 3 + count].tolist()
@@ -138,7 +138,7 @@ def test_tiny_cache_gives_back_what_was_stored(pieces, before):
         digest = hashlib.sha256(piece).digest()
         count = 1 + digest[0] % 3
         ids = np.frombuffer(digest[2 : 2 + 2 * count], dtype=np.uint16).astype(np.int64)
-        tiny_cache_store(cache, data, start, end, ids, 0, count)
+        tiny_cache_store(cache, data, start, end, ids, 0, count, False)
         remembered[piece] = ids.tolist()
         for other, other_ids in remembered.items():
             padded = np.frombuffer(other + b"\xff" * 9, dtype=np.uint8)  # and well inside a buffer
@@ -197,10 +197,10 @@ def test_a_marker_sends_the_lookup_on_and_a_miss_means_never_seen():
     tiny = new_tiny_cache(16)
     short = new_piece_cache(16, SHORT_WORDS)
     assert tiny_cache_lookup(tiny, data, 0, 2, out, 0, 32) == -1
-    tiny_cache_store(tiny, data, 0, 2, ids, 0, 0)  # a marker: no ids
+    tiny_cache_store(tiny, data, 0, 2, ids, 0, 0, False)  # a marker: no ids
     assert tiny_cache_lookup(tiny, data, 0, 2, out, 0, 32) == ELSEWHERE
     assert short_cache_lookup(short, data, 2, 14, out, 0, 32) == -1
-    cache_store(short, data, 2, 14, ids, 0, 0)
+    cache_store(short, data, 2, 14, ids, 0, 0, False)
     assert short_cache_lookup(short, data, 2, 14, out, 0, 32) == ELSEWHERE
     assert cache_lookup(short, data, 2, 14, out, 0, 32) == ELSEWHERE
 
@@ -260,10 +260,10 @@ def test_piece_slot_names_the_slot_a_store_fills(piece, before, count):
     table, slot, k0, second = _home_slot(tiny, short, data, start, len(piece))
     assert k0 == int.from_bytes(piece[:8], "little")
     if len(piece) <= 8:
-        tiny_cache_store(tiny, data, start, end, ids, 0, count)
+        tiny_cache_store(tiny, data, start, end, ids, 0, count, False)
         assert table == 0 and tiny[slot, 0] == k0 and tiny[slot, 1] >> 56 == len(piece) == second >> 56
     else:
-        cache_store(short, data, start, end, ids, 0, count)
+        cache_store(short, data, start, end, ids, 0, count, False)
         assert table == 1 and short[slot, 0] == k0 and short[slot, 1] == second
         assert second == int.from_bytes(piece[8:], "little") | (len(piece) << 56)
 

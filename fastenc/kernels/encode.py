@@ -47,9 +47,9 @@ from fastenc.kernels.piece_cache import (
     tiny_cache_store,
 )
 from fastenc.kernels.encode_wide import encode_text_wide
-from fastenc.kernels.piece_memo import MEMO_MAX_BYTES, memo_emit, memo_find, memo_hash, memo_maybe, memo_prefetch, memo_store
+from fastenc.kernels.piece_memo import MEMO_MAX_BYTES, caches_shared, memo_emit, memo_find, memo_hash, memo_maybe, memo_prefetch, memo_store
 from fastenc.kernels.jit import NO_REFCOUNTING
-from fastenc.kernels.loads import ASCII_MASKS, element_address, load_at, load_word, prefetch_at, store_ids8
+from fastenc.kernels.loads import ASCII_MASKS, element_address, load_acquire_at, load_at, load_word, prefetch_at, store_ids8
 from fastenc.kernels.pretok_gpt2 import WINDOW, gpt2_piece_end, gpt2_window_starts
 from fastenc.kernels.pretok_url import url_piece_end
 from fastenc.kernels.readonly import as_readonly
@@ -101,18 +101,19 @@ def remember_piece(caches, data, start, end, ids, ids_start, count):
     tiny_bytes = TINY_MAX_BYTES
     short_bytes = max_piece_bytes(caches.short)
     short_ids = max_piece_ids(caches.short)
+    shared = caches_shared(caches.memo)  # (then no filled slot is rewritten: piece_cache.py)
     if n <= tiny_bytes and count <= TINY_MAX_IDS:
-        tiny_cache_store(caches.tiny, data, start, end, ids, ids_start, count)
+        tiny_cache_store(caches.tiny, data, start, end, ids, ids_start, count, shared)
     else:
         if n <= short_bytes and count <= short_ids:
-            cache_store(caches.short, data, start, end, ids, ids_start, count)
+            cache_store(caches.short, data, start, end, ids, ids_start, count, shared)
         elif count <= max_piece_ids(caches.long):
-            cache_store(caches.long, data, start, end, ids, ids_start, count)
+            cache_store(caches.long, data, start, end, ids, ids_start, count, shared)
         # (np.int64(0), not 0: a literal would compile both stores a second time.)
         if n <= tiny_bytes:
-            tiny_cache_store(caches.tiny, data, start, end, ids, ids_start, np.int64(0))
+            tiny_cache_store(caches.tiny, data, start, end, ids, ids_start, np.int64(0), shared)
         elif n <= short_bytes and count > short_ids:
-            cache_store(caches.short, data, start, end, ids, ids_start, np.int64(0))
+            cache_store(caches.short, data, start, end, ids, ids_start, np.int64(0), shared)
     return count
 
 
@@ -443,7 +444,10 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
             k0 = np.uint64(ring[slot + _U1])
             second = np.uint64(ring[slot + _U2])
             is_short = n > tiny_bytes
-            same = (load_at(at) == k0) & ((load_at(at + _U8) & second_mask(is_short)) == second)
+            # Word 1 first, with acquire: the publishing word of caches shared between threads
+            # (piece_cache.py); once it matches, the words read after it are its writer's.
+            published = load_acquire_at(at + _U8)
+            same = ((published & second_mask(is_short)) == second) & (load_at(at) == k0)
             low = load_at(at + (_U16 if is_short else _U8))
             high = load_at(at + (_U24 if is_short else _U8))
             count = np.int64((high >> _COUNT_SHIFT) & _BYTE)
@@ -458,20 +462,22 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
                 else:
                     offset = (at - tiny_base) << _U2  # 16 -> 64 bytes
                     at = short_base + (((at - tiny_base) << _U1) & short_index_bytes)
+                    published = load_acquire_at(at + _U8)  # (first, as above)
                     low = load_at(at + _U16)
                     high = load_at(at + _U24)
                     count = np.int64((high >> _COUNT_SHIFT) & _BYTE)
-                    if (load_at(at) == k0) & (load_at(at + _U8) == second) & (count != 0):
+                    if (published == second) & (load_at(at) == k0) & (count != 0):
                         store_ids8(out, out_pos, low, high)
                         out_pos += count
                         pos = piece_end
                         continue
                 if follow_long and out_pos + 16 <= out_limit:
                     at = long_base + (offset & long_index_bytes)  # key: k0, k1, 0, the length byte
+                    published = load_acquire_at(at + _U24)  # (first: a long slot's publishing word)
                     high = load_at(at + _U56)
                     count = np.int64((high >> _COUNT_SHIFT) & _BYTE)
-                    if ((load_at(at) == k0) & (load_at(at + _U8) == (second & _LOW56)) & (load_at(at + _U16) == 0)
-                            & (load_at(at + _U24) == (second & _TOP8)) & (count != 0)):
+                    if ((published == (second & _TOP8)) & (load_at(at) == k0) & (load_at(at + _U8) == (second & _LOW56))
+                            & (load_at(at + _U16) == 0) & (count != 0)):
                         store_ids8(out, out_pos, load_at(at + _U32), load_at(at + _U40))
                         store_ids8(out, out_pos + 8, load_at(at + _U48), high)
                         out_pos += count
@@ -509,7 +515,7 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
         elif n == 1:
             out[np.uint64(out_pos)] = byte_ids[data[np.uint64(pos)]]
             if pos + 16 <= size:  # then the hot path above looks it up in the tiny cache next time
-                tiny_cache_store(tiny, data, pos, piece_end, out, out_pos, np.int64(1))
+                tiny_cache_store(tiny, data, pos, piece_end, out, out_pos, np.int64(1), caches_shared(caches.memo))
             out_pos += 1
         elif n <= long_bytes:
             # -1: never seen, merge it; ELSEWHERE: a marker, the ids are in a later cache.

@@ -30,7 +30,6 @@ from fastenc.kernels.piece_cache import (
 from fastenc.kernels.piece_cache_wide import (
     WIDE_COUNT_SHIFT,
     WIDE_MAX_ID,
-    caches_shared,
     long_home,
     wide_cache_lookup,
     wide_cache_store,
@@ -40,7 +39,7 @@ from fastenc.kernels.piece_cache_wide import (
     wide_memo_store,
     wide_slot,
 )
-from fastenc.kernels.piece_memo import MEMO_MAX_BYTES, memo_find, memo_hash, memo_prefetch
+from fastenc.kernels.piece_memo import MEMO_MAX_BYTES, caches_shared, memo_find, memo_hash, memo_prefetch
 from fastenc.kernels.pretok_cl100k import cl100k_piece_end, cl100k_window_starts
 from fastenc.kernels.pretok_gpt2 import WINDOW, gpt2_piece_end
 from fastenc.kernels.pretok_o200k import o200k_piece_end, o200k_window_starts
@@ -102,7 +101,7 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
     short = caches.short
     long = caches.long
     memo = caches.memo
-    shared = caches_shared(caches.tiny)  # short and long shared with other threads: no slot is rewritten
+    shared = caches_shared(memo)  # short and long shared with other threads: no slot is rewritten
     ranks = np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # scratch of the short-piece merge
     work = np.empty(7 * 4 * MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # of the long-piece merge (grows)
     ring = np.empty(_RING * (_BLOCK + 1), dtype=np.int64)  # (room for a memo store after a full block)
@@ -249,8 +248,8 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
             # general path below.
             if ((whole | 1) == -1) & (at != 0) & (out_pos + 8 <= out_limit):  # whole is -1 or _MEMO_BEGIN
                 k0, second, _ = piece_key(data, pos, n)  # (second: the key's second word and the length)
-                # The key's last word first, with acquire: in caches shared between threads a
-                # writer stores it last, so once it matches, the words below are that writer's.
+                # The key's last word first, with acquire: the publishing word of caches shared
+                # between threads (piece_cache.py), so once it matches, the words below are its writer's.
                 same = (load_acquire_at(at + _U8) == second) & (load_at(at) == k0)
                 low = load_at(at + _U16)
                 high = load_at(at + _U24)
@@ -302,7 +301,7 @@ def _cached_or_merged(data, pos, piece_end, vocab, short, long, ranks, out, out_
     remembered; returns the new out_pos. A piece of up to 15 bytes found in the short cache away
     from its home slot is moved there (``wide_cache_lookup``'s ``promote``), so that the hot path
     finds it next time, unless ``shared`` (caches that other threads read at the same time: a
-    filled slot is never rewritten, ``piece_cache_wide.SHARED_CACHES``).
+    filled slot is never rewritten, ``piece_cache``'s "Shared caches").
     A part of 16..31 bytes is remembered only with ``keep_long_parts``: not when it is a part of a
     piece the memo is about to hold, which is read whole from then on (o200k's long cache was 96%
     full after one pass of docs.parquet, and evicting).

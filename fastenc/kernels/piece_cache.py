@@ -25,6 +25,17 @@ returns ``ELSEWHERE`` (-2); one that finds nothing returns -1, and then the piec
 seen (or was evicted), so ``encode_text`` merges it at once instead of probing the later caches
 too: a miss costs one table's probe, not three.
 
+Shared caches. The threads of one batch share one set of caches (``fastenc.encoder``): each
+piece is merged once, not once per thread, and its pages are zeroed once. A slot is then
+written by one thread while another may read it, so every slot has a *publishing word*, word 1
+(the last key word: word 1 of a short slot, word 3 of a long one; a tiny slot's ids-and-length
+word, word 1): a store claims an empty slot by one compare-and-swap of it (0 ->
+``CLAIMED``, a word no key has), writes the other words, and stores it last, with release; a
+lookup loads it first, with acquire, so a match means the words after it are its writer's
+(``loads.claim_at``). And while shared (``piece_memo.caches_shared``) no filled slot is ever
+rewritten (no eviction: a full probe run keeps what it has). One thread's own caches evict as
+before.
+
 The lookup is the hottest code in fastenc (one call per piece that is not a single byte), so it
 is written for Numba's code generator: no calls, a single return, every array used in the exit
 block (then Numba's pruner removes all reference counting of the array arguments: 60 -> ~10 ns
@@ -39,7 +50,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from fastenc.kernels.loads import element_address, hash_words, load_flat, load_word
+from fastenc.kernels.loads import claim_at, element_address, hash_words, load_acquire_at, load_flat, load_word, store_release_at
 from fastenc.kernels.piece_memo import DEFAULT_MEMO_IDS, DEFAULT_MEMO_SLOTS, new_piece_memo
 
 TINY_WORDS = 2  # 16-byte slots: pieces up to 8 bytes with up to 3 ids (a layout of their own)
@@ -60,6 +71,10 @@ _U16 = np.uint64(0xFFFF)
 _ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 _COUNT_SHIFT = np.uint64(48)  # the id count's place in the last id word
 _LEN_SHIFT = np.uint64(56)  # the piece length's place in the last key word
+# A slot being filled (shared caches, above): its publishing word while a writer holds it. A real
+# one has the piece's length (>= 1) at _LEN_SHIFT; this one has 0 there, so no lookup matches it,
+# and it is not 0 (empty), so a probe goes on past it.
+CLAIMED = np.uint64(1)
 
 
 @njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
@@ -221,7 +236,7 @@ def cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     # --- probe ---
     result = -1
     for _ in range(_PROBES):
-        stored_last = cache[slot, key_words - 1]
+        stored_last = load_acquire_at(element_address(cache, 2 * key_words * slot + key_words - 1))  # (first)
         if stored_last == 0:
             break
         if (
@@ -282,7 +297,7 @@ def short_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     result = -1
     for _ in range(_PROBES):
         row = SHORT_WORDS * slot  # cache[slot, j] is load_flat(cache, row + j): no multiply by the row width
-        stored_last = load_flat(cache, row + 1)
+        stored_last = load_acquire_at(element_address(cache, row + 1))  # (first: the publishing word)
         if stored_last == k1 and load_flat(cache, row) == k0:
             w0 = load_flat(cache, row + 2)
             w1 = load_flat(cache, row + 3)
@@ -342,7 +357,7 @@ def tiny_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     slot = tiny_home(k0, n, mask)
     result = -1
     for _ in range(_PROBES):
-        w1 = load_flat(cache, TINY_WORDS * slot + 1)  # cache[slot, 1], without a multiply by the row width
+        w1 = load_acquire_at(element_address(cache, TINY_WORDS * slot + 1))  # cache[slot, 1], the publishing word, first
         if load_flat(cache, TINY_WORDS * slot) == k0 and (w1 >> _LEN_SHIFT) == length:
             count = np.int64((w1 >> _COUNT_SHIFT) & np.uint64(0xFF))
             if out_pos + TINY_MAX_IDS <= out_limit:  # copy all three id places: no branch on the count
@@ -363,37 +378,51 @@ def tiny_cache_lookup(cache, data, start, end, out, out_pos, out_limit):
     return result
 
 
+@njit(cache=True, forceinline=True)
+def claim_slot(cache, home, words, publish, shared):
+    """The slot a store fills: the first empty one of the probe run from ``home`` (claimed with one
+    compare-and-swap of its publishing word, word ``publish``, where ``shared``), else ``home``
+    (its entry evicted) for one thread's own cache, else -1 (a shared cache keeps what it has)."""
+    mask = cache.shape[0] - 1
+    slot = -1
+    for probe in range(_PROBES):
+        candidate = (home + probe) & mask
+        at = element_address(cache, words * candidate + publish)
+        if load_acquire_at(at) == 0 and (not shared or claim_at(at, np.uint64(0), CLAIMED)):
+            slot = candidate
+            break
+    return home if slot < 0 and not shared else slot
+
+
 @njit(cache=True)
-def tiny_cache_store(cache, data, start, end, ids, ids_start, count):
+def tiny_cache_store(cache, data, start, end, ids, ids_start, count, shared):
     """Remember a piece of 2..8 bytes with 1..3 ids (each < 65,536) in a tiny cache; like
-    ``cache_store``, the home slot is overwritten when the probed slots are all taken."""
+    ``cache_store``, the home slot is overwritten when the probed slots are all taken (unless
+    ``shared``)."""
     mask = cache.shape[0] - 1
     n = end - start
     k0 = np.uint64(0)
     for i in range(start, end):
         k0 |= np.uint64(data[i]) << np.uint64(8 * (i - start))
     length = np.uint64(n)
-    home = tiny_home(k0, n, mask)
-    slot = home
-    for probe in range(_PROBES):
-        candidate = (home + probe) & mask
-        if cache[candidate, 1] == 0:
-            slot = candidate
-            break
+    slot = claim_slot(cache, tiny_home(k0, n, mask), TINY_WORDS, 1, shared)
     w1 = (length << _LEN_SHIFT) | (np.uint64(count) << _COUNT_SHIFT)
     for j in range(count):
         w1 |= np.uint64(ids[ids_start + j]) << np.uint64(16 * j)
-    cache[slot, 0] = k0
-    cache[slot, 1] = w1
+    if slot >= 0:
+        cache[slot, 0] = k0
+        store_release_at(element_address(cache, TINY_WORDS * slot + 1), w1)  # published last
     if (cache.shape[0] | data.shape[0] | ids.shape[0]) < 0:
         count = 0
     return count
 
 
 @njit(cache=True)
-def cache_store(cache, data, start, end, ids, ids_start, count):
+def cache_store(cache, data, start, end, ids, ids_start, count, shared):
     """Remember that ``data[start:end]`` encodes to ``ids[ids_start:ids_start+count]``
-    (2 <= end - start <= max_piece_bytes, count <= max_piece_ids, each id < 65,536).
+    (2 <= end - start <= max_piece_bytes, count <= max_piece_ids, each id < 65,536), in the first
+    empty slot of its probe run, else in its home slot (evicting), unless ``shared`` (then not at
+    all: module docstring).
     Like the lookup: no calls, one return, every array used in the exit block."""
     key_words = cache.shape[1] >> 1
     mask = cache.shape[0] - 1
@@ -415,29 +444,26 @@ def cache_store(cache, data, start, end, ids, ids_start, count):
     length = np.uint64(end - start) << _LEN_SHIFT
     if key_words == 2:
         k1 |= length
+        last = k1
     else:
         k3 |= length
-    home = key_home(k0, k1, k2, k3, key_words, mask)
-    slot = home
-    for probe in range(_PROBES):
-        candidate = (home + probe) & mask
-        if cache[candidate, key_words - 1] == 0:
-            slot = candidate
-            break
-    cache[slot, 0] = k0
-    cache[slot, 1] = k1
-    if key_words == 4:
-        cache[slot, 2] = k2
-        cache[slot, 3] = k3
-    for w in range(key_words):
-        word = np.uint64(0)
-        for k in range(4):
-            i = 4 * w + k
-            if i < count:
-                word |= np.uint64(ids[ids_start + i]) << np.uint64(16 * k)
-        if w == key_words - 1:
-            word |= np.uint64(count) << _COUNT_SHIFT
-        cache[slot, key_words + w] = word
+        last = k3
+    slot = claim_slot(cache, key_home(k0, k1, k2, k3, key_words, mask), 2 * key_words, key_words - 1, shared)
+    if slot >= 0:
+        cache[slot, 0] = k0
+        if key_words == 4:
+            cache[slot, 1] = k1
+            cache[slot, 2] = k2
+        for w in range(key_words):
+            word = np.uint64(0)
+            for k in range(4):
+                i = 4 * w + k
+                if i < count:
+                    word |= np.uint64(ids[ids_start + i]) << np.uint64(16 * k)
+            if w == key_words - 1:
+                word |= np.uint64(count) << _COUNT_SHIFT
+            cache[slot, key_words + w] = word
+        store_release_at(element_address(cache, 2 * key_words * slot + key_words - 1), last)  # published last
     if (cache.shape[0] | data.shape[0] | ids.shape[0]) < 0:
         count = 0
     return count

@@ -25,8 +25,8 @@ import numpy as np
 from numba import njit
 
 from fastenc.kernels.jit import NO_REFCOUNTING
-from fastenc.kernels.loads import claim_at, element_address, hash_words, load_acquire_at, load_word, store_release_at
-from fastenc.kernels.piece_cache import _LEN_SHIFT, _ONES, _PROBES, ELSEWHERE, SHORT_WORDS, key_home, piece_key
+from fastenc.kernels.loads import element_address, hash_words, load_acquire_at, load_word, store_release_at
+from fastenc.kernels.piece_cache import _LEN_SHIFT, _ONES, _PROBES, ELSEWHERE, SHORT_WORDS, claim_slot, key_home, piece_key
 from fastenc.kernels.piece_memo import _AT_MASK as _MEMO_AT_MASK
 from fastenc.kernels.piece_memo import _AT_SHIFT as _MEMO_AT_SHIFT
 from fastenc.kernels.piece_memo import _COUNT_MASK as _MEMO_COUNT_MASK
@@ -57,24 +57,6 @@ _COUNT_SHIFT = np.uint64(WIDE_COUNT_SHIFT)
 _COUNT = np.uint64(0xF)  # a short or long count: up to 12, the word's top bits are free
 _S1 = np.uint64(WIDE_ID_BITS)
 _S2 = np.uint64(2 * WIDE_ID_BITS)
-# A slot being filled: its last key word while a writer holds it. A real last key word has the
-# piece's length (>= 1) at _LEN_SHIFT; this one has 0 there, so no lookup ever matches it, and it
-# is not 0 (empty), so a probe goes on past it.
-CLAIMED = np.uint64(1)
-# The wide loop reads no tiny cache: the one-slot placeholder in ``caches.tiny`` carries its
-# settings word instead (``tiny[0, 0]``). This bit: the short and long caches are shared with
-# other threads that are encoding at the same time (``fastenc.encoder``), so nothing rewrites a
-# filled slot (no promotion, no eviction: a reader could see half of each entry).
-SHARED_CACHES = np.uint64(1)
-
-
-@njit(cache=True, forceinline=True)
-def caches_shared(tiny):
-    """Whether ``tiny``, a wide loop's placeholder tiny cache, says that its short and long
-    caches are shared between threads (``SHARED_CACHES``)."""
-    return (tiny[0, 0] & SHARED_CACHES) != 0
-
-
 @njit(cache=True)
 def wide_max_piece_ids(cache):
     """Ids per entry of a short (4 words: 6 ids) or long (8 words: 12 ids) wide cache."""
@@ -175,8 +157,7 @@ def wide_cache_lookup(cache, data, start, end, out, out_pos, out_limit, promote)
     slot = home
     result = -1
     for _ in range(_PROBES):
-        # The last key word first, with acquire (a writer stores it last, with release): once it
-        # matches, the slot's other words are the ones its writer stored (shared caches).
+        # The last key word first, with acquire (the publishing word of shared caches, piece_cache.py).
         stored_last = load_acquire_at(element_address(cache, 2 * key_words * slot + key_words - 1))
         if stored_last == 0:
             break
@@ -213,13 +194,8 @@ def wide_cache_lookup(cache, data, start, end, out, out_pos, out_limit, promote)
 
 @njit(cache=True)
 def wide_cache_store(cache, data, start, end, ids, ids_start, count, shared):
-    """``cache_store`` for the wide layout: 0..wide_max_piece_ids(cache) ids, each <= WIDE_MAX_ID.
-
-    The piece goes to the first empty slot of its probe run, claimed with one compare-and-swap
-    (``CLAIMED``), so two threads storing at once never fill the same slot; the last key word is
-    stored last, with release, so a reader that sees it sees the whole entry. With no empty slot,
-    the home slot's entry is replaced, unless ``shared`` (another thread may be reading it): then
-    the piece is not kept. Returns ``count``."""
+    """``cache_store`` for the wide layout: 0..wide_max_piece_ids(cache) ids, each <= WIDE_MAX_ID;
+    the same slots, claims, publication and eviction rule (``shared``: none)."""
     key_words = cache.shape[1] >> 1
     mask = cache.shape[0] - 1
     k0 = np.uint64(0)
@@ -244,17 +220,7 @@ def wide_cache_store(cache, data, start, end, ids, ids_start, count, shared):
     else:
         k3 |= length
         last = k3
-    home = key_home(k0, k1, k2, k3, key_words, mask)
-    slot = -1
-    for probe in range(_PROBES):
-        candidate = (home + probe) & mask
-        at = element_address(cache, 2 * key_words * candidate + key_words - 1)
-        # (The compare-and-swap only where another thread may be storing: a plain check otherwise.)
-        if load_acquire_at(at) == 0 and (not shared or claim_at(at, np.uint64(0), CLAIMED)):
-            slot = candidate
-            break
-    if slot < 0 and not shared:
-        slot = home
+    slot = claim_slot(cache, key_home(k0, k1, k2, k3, key_words, mask), 2 * key_words, key_words - 1, shared)
     if slot >= 0:
         cache[slot, 0] = k0
         if key_words == 4:
@@ -263,7 +229,7 @@ def wide_cache_store(cache, data, start, end, ids, ids_start, count, shared):
         for w in range(key_words):
             cache[slot, key_words + w] = _pack3(ids, ids_start + 3 * w, ids_start + count)
         cache[slot, 2 * key_words - 1] |= np.uint64(count) << _COUNT_SHIFT
-        store_release_at(element_address(cache, 2 * key_words * slot + key_words - 1), last)
+        store_release_at(element_address(cache, 2 * key_words * slot + key_words - 1), last)  # published last
     if (cache.shape[0] | data.shape[0] | ids.shape[0]) < 0:
         count = 0
     return count

@@ -14,7 +14,10 @@ The memo is one ``uint64`` array (``new_piece_memo``):
     word 1          table slots T (a power of two)
     word 2          entries stored
     word 3          filter words F (a power of two)
-    words 4..4+F    the filter: one bit per hash value (modulo 64 F), set for every stored piece
+    word 4          not the memo's: 1 when the task's piece caches (tiny, short, long) are shared with
+                    other threads encoding at the same time (``caches_shared``; the memo is the one
+                    table every task has of its own, so it carries the task's setting)
+    words 5..5+F    the filter: one bit per hash value (modulo 64 F), set for every stored piece
     then T words    the table: an entry is tag << 40 | first id's arena index << 14 | id count
                     (0: empty; a stored piece has at least one id)
     then the rest   the arena: the ids of the stored pieces, back to back, four uint16 per word
@@ -57,11 +60,12 @@ MEMO_MAX_BYTES = 4096  # longer ones are rare and seldom repeat: not worth their
 DEFAULT_MEMO_SLOTS = 1 << 18  # 2 MB of table: ~196k pieces at a load of 3/4
 DEFAULT_MEMO_IDS = (3 << 20) - (1 << 16)  # 5.9 MB of arena: 3.08M ids (docs.parquet's distinct long pieces have 3.4M)
 DEFAULT_MEMO_FILTER = 1 << 14  # words: 128 KB, 2^20 bits
-_HEADER = 4
+_HEADER = 5
 _FILL = 0
 _SLOTS = 1
 _ENTRIES = 2
 _FILTER = 3
+_SHARED = 4
 _PROBES = 8
 _TAG_SHIFT = np.uint64(40)
 _AT_SHIFT = np.uint64(14)
@@ -76,7 +80,7 @@ _ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 def new_piece_memo(slots: int = DEFAULT_MEMO_SLOTS, ids: int = DEFAULT_MEMO_IDS,
                    filter_words: int = DEFAULT_MEMO_FILTER) -> np.ndarray:
-    """An empty memo: ``uint64[4 + filter_words + slots + ids / 4]`` (8 MB by default)."""
+    """An empty memo: ``uint64[5 + filter_words + slots + ids / 4]`` (8 MB by default)."""
     memo = np.zeros(memo_words(slots, ids, filter_words), dtype=np.uint64)
     init_piece_memo(memo, slots, filter_words)
     return memo
@@ -100,6 +104,19 @@ def init_piece_memo(memo: np.ndarray, slots: int = DEFAULT_MEMO_SLOTS,
     (e.g. one row of stacked, lazily backed memory)."""
     memo[_SLOTS] = slots
     memo[_FILTER] = filter_words
+
+
+def set_caches_shared(memo: np.ndarray, shared: bool) -> None:
+    """Say in a task's memo whether its tiny, short and long piece caches are shared with other
+    threads that encode at the same time (``caches_shared``)."""
+    memo[_SHARED] = 1 if shared else 0
+
+
+@njit(cache=True, forceinline=True)
+def caches_shared(memo):
+    """Whether the task whose memo this is shares its piece caches with other threads: then its
+    stores claim slots and never rewrite a filled one (``piece_cache``'s "Shared caches")."""
+    return memo[_SHARED] != 0
 
 
 @njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)

@@ -51,7 +51,6 @@ def encode_url_chunk(enc, data: np.ndarray, offsets: np.ndarray, order: np.ndarr
     ``tokens`` is a view: copy it before the buffer is reused.
     """
     from fastenc.kernels.encode import split_by_bytes
-    from fastenc.kernels.piece_cache import one_task
     from fastenc.kernels.url_pack import gather_slots, pack_url_run
     from fastenc.tasks import run_tasks
 
@@ -78,7 +77,7 @@ def encode_url_chunk(enc, data: np.ndarray, offsets: np.ndarray, order: np.ndarr
     canon_read.flags.writeable = False  # the encoder's input type everywhere: one compile of it
 
     def encode_run(t):
-        own = one_task(caches, t)
+        own = enc._caches_of(caches, t, shared=n_tasks > 1)
         pack_url_run(data, offsets, order, canon_offsets, 0, enc.vocab, enc.kernel_classes, own, canon, canon_read, scratch, counts,
                      flags, int(bounds[t]), int(bounds[t + 1]))
 

@@ -1,4 +1,4 @@
-"""Text -> ids: pre-tokenize, then BPE each piece through the per-thread piece cache.
+"""Text -> ids: pre-tokenize, then BPE each piece through the piece caches.
 
 Public kernels (callable from other people's ``@njit`` code; all tables are arguments):
 

@@ -1,4 +1,4 @@
-"""Per-thread memos of piece bytes -> ids, one slot (one or two cache lines) per entry.
+"""Memos of piece bytes -> ids (one set for all the threads of a batch), one slot (one or two cache lines) per entry.
 
 Most pre-token pieces are short and repeat endlessly (" the", ",", "\\n    "), so remembering
 their ids skips the merge loop almost always. A cache is ``uint64[slots, W]``:
@@ -470,11 +470,12 @@ def cache_store(cache, data, start, end, ids, ids_start, count, shared):
 
 
 class PieceCaches(NamedTuple):
-    """The memos one thread uses: pieces of 2..8 bytes with up to 3 ids (``tiny``), of up to
-    15 bytes with up to 7 ids (``short``), of up to 31 bytes with up to 15 ids (``long``), and
-    whole pieces of 16..4,096 bytes (``memo``, piece_memo.py; the cl100k/o200k loop does not use
-    it). Stacked (one more leading axis, one entry per parallel task) for the batch kernels:
-    ``one_task`` takes a task's."""
+    """The memos one task uses: pieces of 2..8 bytes with up to 3 ids (``tiny``; the cl100k/o200k
+    loop reads none), of up to 15 bytes with up to 7 ids (``short``), of up to 31 bytes with up to
+    15 ids (``long``), and whole pieces of 16..4,096 bytes (``memo``, piece_memo.py, always the
+    task's own; its header says whether the other three are shared with other threads, module
+    docstring). Stacked (one more leading axis, one entry per parallel task) for the batch kernels:
+    ``one_task`` takes a task's; ``Encoder`` gives its threads task 0's tiny, short and long."""
 
     tiny: np.ndarray
     short: np.ndarray

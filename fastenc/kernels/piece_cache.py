@@ -417,15 +417,10 @@ def tiny_cache_store(cache, data, start, end, ids, ids_start, count, shared):
     return count
 
 
-@njit(cache=True)
-def cache_store(cache, data, start, end, ids, ids_start, count, shared):
-    """Remember that ``data[start:end]`` encodes to ``ids[ids_start:ids_start+count]``
-    (2 <= end - start <= max_piece_bytes, count <= max_piece_ids, each id < 65,536), in the first
-    empty slot of its probe run, else in its home slot (evicting), unless ``shared`` (then not at
-    all: module docstring).
-    Like the lookup: no calls, one return, every array used in the exit block."""
-    key_words = cache.shape[1] >> 1
-    mask = cache.shape[0] - 1
+@njit(cache=True, forceinline=True)
+def _stored_key(data, start, end, key_words):
+    """The key words of ``data[start:end]`` as a short or long slot holds them (bytes little-endian,
+    zero padded, the length in the last word's top byte): ``(k0, k1, k2, k3, last)``."""
     k0 = np.uint64(0)
     k1 = np.uint64(0)
     k2 = np.uint64(0)
@@ -448,12 +443,43 @@ def cache_store(cache, data, start, end, ids, ids_start, count, shared):
     else:
         k3 |= length
         last = k3
-    slot = claim_slot(cache, key_home(k0, k1, k2, k3, key_words, mask), 2 * key_words, key_words - 1, shared)
+    return k0, k1, k2, k3, last
+
+
+@njit(cache=True, forceinline=True)
+def claim_key_slot(cache, data, start, end, shared):
+    """For a store of ``data[start:end]`` into a short or long cache (narrow or wide ids): ``(slot,
+    last)``, the slot (``claim_slot``; -1: not kept) with every key word written but the last, the
+    publishing word, which ``publish_key`` stores once the ids are in."""
+    key_words = cache.shape[1] >> 1
+    k0, k1, k2, k3, last = _stored_key(data, start, end, key_words)
+    slot = claim_slot(cache, key_home(k0, k1, k2, k3, key_words, cache.shape[0] - 1), 2 * key_words, key_words - 1, shared)
     if slot >= 0:
         cache[slot, 0] = k0
         if key_words == 4:
             cache[slot, 1] = k1
             cache[slot, 2] = k2
+    return slot, last
+
+
+@njit(cache=True, forceinline=True)
+def publish_key(cache, slot, last):
+    """The last step of a store: the slot's last key word, with release (module docstring), once
+    every other word is written."""
+    key_words = cache.shape[1] >> 1
+    store_release_at(element_address(cache, 2 * key_words * slot + key_words - 1), last)
+
+
+@njit(cache=True)
+def cache_store(cache, data, start, end, ids, ids_start, count, shared):
+    """Remember that ``data[start:end]`` encodes to ``ids[ids_start:ids_start+count]``
+    (2 <= end - start <= max_piece_bytes, count <= max_piece_ids, each id < 65,536), in the first
+    empty slot of its probe run, else in its home slot (evicting), unless ``shared`` (then not at
+    all: module docstring).
+    Like the lookup: no calls, one return, every array used in the exit block."""
+    key_words = cache.shape[1] >> 1
+    slot, last = claim_key_slot(cache, data, start, end, shared)
+    if slot >= 0:
         for w in range(key_words):
             word = np.uint64(0)
             for k in range(4):
@@ -463,7 +489,7 @@ def cache_store(cache, data, start, end, ids, ids_start, count, shared):
             if w == key_words - 1:
                 word |= np.uint64(count) << _COUNT_SHIFT
             cache[slot, key_words + w] = word
-        store_release_at(element_address(cache, 2 * key_words * slot + key_words - 1), last)  # published last
+        publish_key(cache, slot, last)
     if (cache.shape[0] | data.shape[0] | ids.shape[0]) < 0:
         count = 0
     return count

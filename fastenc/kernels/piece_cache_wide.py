@@ -25,8 +25,18 @@ import numpy as np
 from numba import njit
 
 from fastenc.kernels.jit import NO_REFCOUNTING
-from fastenc.kernels.loads import element_address, hash_words, load_acquire_at, load_word, store_release_at
-from fastenc.kernels.piece_cache import _LEN_SHIFT, _ONES, _PROBES, ELSEWHERE, SHORT_WORDS, claim_slot, key_home, piece_key
+from fastenc.kernels.loads import element_address, hash_words, load_acquire_at, load_word
+from fastenc.kernels.piece_cache import (
+    _LEN_SHIFT,
+    _ONES,
+    _PROBES,
+    ELSEWHERE,
+    SHORT_WORDS,
+    claim_key_slot,
+    key_home,
+    piece_key,
+    publish_key,
+)
 from fastenc.kernels.piece_memo import _AT_MASK as _MEMO_AT_MASK
 from fastenc.kernels.piece_memo import _AT_SHIFT as _MEMO_AT_SHIFT
 from fastenc.kernels.piece_memo import _COUNT_MASK as _MEMO_COUNT_MASK
@@ -197,39 +207,12 @@ def wide_cache_store(cache, data, start, end, ids, ids_start, count, shared):
     """``cache_store`` for the wide layout: 0..wide_max_piece_ids(cache) ids, each <= WIDE_MAX_ID;
     the same slots, claims, publication and eviction rule (``shared``: none)."""
     key_words = cache.shape[1] >> 1
-    mask = cache.shape[0] - 1
-    k0 = np.uint64(0)
-    k1 = np.uint64(0)
-    k2 = np.uint64(0)
-    k3 = np.uint64(0)
-    for i in range(start, end):
-        j = i - start
-        byte = np.uint64(data[i]) << np.uint64(8 * (j & 7))
-        if j < 8:
-            k0 |= byte
-        elif j < 16:
-            k1 |= byte
-        elif j < 24:
-            k2 |= byte
-        else:
-            k3 |= byte
-    length = np.uint64(end - start) << _LEN_SHIFT
-    if key_words == 2:
-        k1 |= length
-        last = k1
-    else:
-        k3 |= length
-        last = k3
-    slot = claim_slot(cache, key_home(k0, k1, k2, k3, key_words, mask), 2 * key_words, key_words - 1, shared)
+    slot, last = claim_key_slot(cache, data, start, end, shared)
     if slot >= 0:
-        cache[slot, 0] = k0
-        if key_words == 4:
-            cache[slot, 1] = k1
-            cache[slot, 2] = k2
         for w in range(key_words):
             cache[slot, key_words + w] = _pack3(ids, ids_start + 3 * w, ids_start + count)
         cache[slot, 2 * key_words - 1] |= np.uint64(count) << _COUNT_SHIFT
-        store_release_at(element_address(cache, 2 * key_words * slot + key_words - 1), last)  # published last
+        publish_key(cache, slot, last)
     if (cache.shape[0] | data.shape[0] | ids.shape[0]) < 0:
         count = 0
     return count

@@ -29,8 +29,9 @@ oracle (gigatoken reads a literal "<|endoftext|>" in the text as the special tok
 reported, not hidden), and each tool's total token count is printed.
 
 Memory: each worker's peak resident set (VmHWM, read before the exactness check's copies of the ids), next
-to its resident size with only the corpus loaded; for fastenc also the piece caches' bytes per thread (read
-from Encoder._task_caches(): reserved, and 4 KiB pages actually holding entries).
+to its resident size with only the corpus loaded; for fastenc also the piece caches' bytes per task slot (read
+from Encoder._task_caches(): reserved, and 4 KiB pages actually holding entries; the threads of a batch share
+task 0's tiny, short and long caches).
 
 Corpora (--corpus): "docs" the documents as given; "reverse" the same documents in reverse order (a
 different first pass and different even/odd halves); "cjk" only documents whose text is mostly CJK, Thai or
@@ -609,10 +610,11 @@ def _memory(runs, threads) -> None:
             lines.append(f"- fastenc {t}T: {_rss_line(runs[('fastenc', t)])}")
         if fr:
             c = fr[-1]["caches"]
-            touched = max(max(r["caches"]["touched_per_thread"]) for r in fr)
+            touched = [max(r["caches"]["touched_per_thread"][k] for r in fr) for k in range(t)]
             shared = f"; shared tables {c['shared_reserved'] / 2**20:.1f} MB reserved" if c["shared_reserved"] else ""
-            lines.append(f"  piece caches per thread: {c['reserved_per_thread'] / 2**20:.1f} MB reserved, at most "
-                         f"{touched / 2**20:.1f} MB touched (4 KiB pages holding an entry){shared}; shapes {c['tables']}")
+            lines.append(f"  piece caches: {c['reserved_per_thread'] / 2**20:.1f} MB reserved per task, touched (4 KiB pages "
+                         f"holding an entry) by task: {[round(x / 2**20, 1) for x in touched]} MB (at 2+ threads every task "
+                         f"fills task 0's tiny/short/long caches, each its own memo){shared}; shapes {c['tables']}")
         if runs.get(("gigatoken", t)):
             lines.append(f"- gigatoken {t}T: {_rss_line(runs[('gigatoken', t)])}")
     if lines:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from pathlib import Path
 
 import numba
@@ -93,6 +94,10 @@ class Encoder:
         narrow_url = info.pretokenizer == "url" and not takes_wide_loop(vocab.config)
         self.kernel_classes = None if narrow_url else self.classes
         self._caches = None  # per-task piece caches, kept between calls (they only memoize)
+        # One call in the kernels at a time: every call uses these caches and memos (task 0's at
+        # least), and two calls at once from Python threads (a thread pool sharing the Encoder that
+        # ``fastenc.load`` caches) would rewrite slots the other reads. A call uses every core anyway.
+        self._busy = threading.Lock()
         self._outputs = OutputPool()  # id buffers that earlier results have let go of
 
     def __repr__(self) -> str:
@@ -163,8 +168,9 @@ class Encoder:
         buf = _read_only(np.frombuffer(data, dtype=np.uint8))
         out = np.empty(len(buf), dtype=self.dtype)
         offsets = np.array([0, len(buf)], dtype=np.int64)
-        n = self._encode_docs(buf, offsets, 0, 1, self.vocab, self.kernel_classes, self.thread_caches(0), out, 0,
-                              np.zeros(1, dtype=np.int64), *self._docs_tail)
+        with self._busy:
+            n = self._encode_docs(buf, offsets, 0, 1, self.vocab, self.kernel_classes, self.thread_caches(0), out, 0,
+                                  np.zeros(1, dtype=np.int64), *self._docs_tail)
         return out[:n].copy()
 
     @functools.cached_property
@@ -212,20 +218,21 @@ class Encoder:
     def _encode_runs(self, data, offsets, ids, counts) -> int:
         """``encode_batch_counts`` + ``compact_runs``, with the tasks on Python threads
         (``fastenc.tasks``: the same ids, without compiling a ``parallel=True`` kernel)."""
-        caches = self._task_caches()
-        n_tasks = caches.short.shape[0]
-        bounds = split_by_bytes(offsets, n_tasks)
-        base = int(offsets[0])
+        with self._busy:
+            caches = self._task_caches()
+            n_tasks = caches.short.shape[0]
+            bounds = split_by_bytes(offsets, n_tasks)
+            base = int(offsets[0])
 
-        def task(t):
-            first, last = int(bounds[t]), int(bounds[t + 1])
-            if first < last:
-                own = self._caches_of(caches, t, shared=n_tasks > 1)
-                at = int(offsets[first]) - base
-                self._encode_docs(data, offsets, first, last, self.vocab, self.kernel_classes, own, ids, at, counts,
-                                  *self._docs_tail)
+            def task(t):
+                first, last = int(bounds[t]), int(bounds[t + 1])
+                if first < last:
+                    own = self._caches_of(caches, t, shared=n_tasks > 1)
+                    at = int(offsets[first]) - base
+                    self._encode_docs(data, offsets, first, last, self.vocab, self.kernel_classes, own, ids, at, counts,
+                                      *self._docs_tail)
 
-        run_tasks(task, n_tasks)
+            run_tasks(task, n_tasks)
         return compact_runs(ids, offsets, counts, n_tasks)
 
     def encode_batch(self, texts) -> tuple[np.ndarray, np.ndarray]:

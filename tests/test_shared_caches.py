@@ -183,3 +183,50 @@ def test_the_encoder_gives_its_threads_one_set_of_caches(name, docs_fixture, tik
     assert np.count_nonzero(caches.tiny[1]) == 0 and np.count_nonzero(caches.long[1]) == 0
     assert all(caches_shared(caches.memo[t]) for t in range(2))
     assert not caches_shared(enc.thread_caches(0).memo)
+
+
+def test_calls_from_several_python_threads_take_turns_in_the_kernels(tiktoken_gpt2, docs_fixture):
+    """Four Python threads share one Encoder (as ``fastenc.load`` hands out one per vocabulary),
+    each at one Numba thread, so each call is one task on task 0's caches: the calls' kernel runs
+    never overlap (one would rewrite slots the other reads), and every result is tiktoken's."""
+    import threading
+    import time
+
+    import numba
+
+    from fastenc.encoder import Encoder
+
+    texts = docs_fixture.column("text").to_pylist()[:40]
+    want = tiktoken_gpt2.encode_ordinary_batch(texts)
+    loaded = fastenc.load("gpt2")
+    enc = Encoder(loaded.vocab, loaded.info)
+    kernel = enc._encode_docs
+    in_kernel, most = [0], [0]
+    guard = threading.Lock()
+
+    def watched(*args):
+        with guard:
+            in_kernel[0] += 1
+            most[0] = max(most[0], in_kernel[0])
+        try:
+            time.sleep(0.002)  # (a window in which another call would come in)
+            return kernel(*args)
+        finally:
+            with guard:
+                in_kernel[0] -= 1
+
+    enc.__dict__["_encode_docs"] = watched
+
+    def user(k):
+        numba.set_num_threads(1)  # (per thread: this thread's calls are one task each)
+        got = []
+        for i in range(k, len(texts), 4):
+            got.append((i, enc.encode(texts[i])))
+            ids, off = enc.encode_batch(texts[i:i + 3])
+            got += [(i + j, ids[off[j]:off[j + 1]].tolist()) for j in range(len(off) - 1)]
+        return got
+
+    with cf.ThreadPoolExecutor(4) as pool:
+        results = [r for rs in pool.map(user, range(4)) for r in rs]
+    assert most[0] == 1
+    assert all(ids == want[i] for i, ids in results) and len(results) > len(texts)

@@ -81,7 +81,8 @@ def encode_url_chunk(enc, data: np.ndarray, offsets: np.ndarray, order: np.ndarr
         pack_url_run(data, offsets, order, canon_offsets, 0, enc.vocab, enc.kernel_classes, own, canon, canon_read, scratch, counts,
                      flags, int(bounds[t]), int(bounds[t + 1]))
 
-    run_tasks(encode_run, n_tasks)
+    with enc._busy:  # (the Encoder's caches: one call at a time, fastenc.encoder)
+        run_tasks(encode_run, n_tasks)
     np.cumsum(counts, out=tok_offsets[1:])
     total = int(tok_offsets[-1])
     if out is None:

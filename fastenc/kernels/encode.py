@@ -429,6 +429,7 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
     long_base = element_address(long, 0)
     short_index_bytes = np.uint64(SHORT_WORDS * 8 * (short.shape[0] - 1))  # slot index << 5, masked
     long_index_bytes = np.uint64(64 * (long.shape[0] - 1))  # slot index << 6, masked
+    shared = caches_shared(caches.memo)  # (caches shared with other threads: stores never rewrite a slot)
     for k in range(n_found):
         slot = np.uint64(_RING * k)
         piece_end = ring[slot]
@@ -515,7 +516,7 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
         elif n == 1:
             out[np.uint64(out_pos)] = byte_ids[data[np.uint64(pos)]]
             if pos + 16 <= size:  # then the hot path above looks it up in the tiny cache next time
-                tiny_cache_store(tiny, data, pos, piece_end, out, out_pos, np.int64(1), caches_shared(caches.memo))
+                tiny_cache_store(tiny, data, pos, piece_end, out, out_pos, np.int64(1), shared)
             out_pos += 1
         elif n <= long_bytes:
             # -1: never seen, merge it; ELSEWHERE: a marker, the ids are in a later cache.

@@ -181,7 +181,7 @@ def load_at(typingctx, address):
     return sig, codegen
 
 
-# --- Slots that several threads read and fill (piece_cache_wide's shared caches) ---
+# --- Slots that several threads read and fill (piece_cache's "Shared caches") ---
 # A writer claims an empty slot (``claim_at``: 0 -> a claim mark, one compare-and-swap, so two
 # writers never fill the same slot), writes its words, and stores the slot's key-closing word
 # last (``store_release_at``); a reader loads that word first (``load_acquire_at``). Release and

@@ -27,9 +27,9 @@ too: a miss costs one table's probe, not three.
 
 Shared caches. The threads of one batch share one set of caches (``fastenc.encoder``): each
 piece is merged once, not once per thread, and its pages are zeroed once. A slot is then
-written by one thread while another may read it, so every slot has a *publishing word*, word 1
-(the last key word: word 1 of a short slot, word 3 of a long one; a tiny slot's ids-and-length
-word, word 1): a store claims an empty slot by one compare-and-swap of it (0 ->
+written by one thread while another may read it, so every slot has a *publishing word* (the
+last key word: word 1 of a short slot, word 3 of a long one; a tiny slot's ids-and-length word,
+word 1): a store claims an empty slot by one compare-and-swap of it (0 ->
 ``CLAIMED``, a word no key has), writes the other words, and stores it last, with release; a
 lookup loads it first, with acquire, so a match means the words after it are its writer's
 (``loads.claim_at``). And while shared (``piece_memo.caches_shared``) no filled slot is ever

@@ -67,6 +67,8 @@ _COUNT_SHIFT = np.uint64(WIDE_COUNT_SHIFT)
 _COUNT = np.uint64(0xF)  # a short or long count: up to 12, the word's top bits are free
 _S1 = np.uint64(WIDE_ID_BITS)
 _S2 = np.uint64(2 * WIDE_ID_BITS)
+
+
 @njit(cache=True)
 def wide_max_piece_ids(cache):
     """Ids per entry of a short (4 words: 6 ids) or long (8 words: 12 ids) wide cache."""

@@ -220,6 +220,33 @@ def wide_cache_store(cache, data, start, end, ids, ids_start, count, shared):
     return count
 
 
+@njit(cache=True)
+def seed_wide_cache(cache, tids, token_bytes, token_offsets):
+    """Store every token of ``tids`` with 1..max_piece_bytes(cache) bytes and an id up to
+    ``WIDE_MAX_ID`` as a piece that encodes to that one id, in the order given (ascending ids: in a
+    tiktoken vocabulary the commoner tokens, which then take the home slots). Only for a
+    vocabulary where a piece that is a token encodes to it (tiktoken's rule, HF's
+    ``ignore_merges``: ``Encoder`` decides), with ``tids`` its token table's ids (no special
+    tokens: ``encode_ordinary`` reads their text as text). Returns how many were stored.
+
+    Why (the caches are empty otherwise until a piece is merged once): 11.5% of the distinct
+    pieces of 2..31 bytes in docs.parquet are whole tokens (o200k_base), and each was looked up,
+    found missing, merged and stored on a first pass. Seeded, a first pass finds them on the hot
+    path: o200k 1 thread 1.166 -> 1.078 s in-process (the ~35 ms this takes not counted; warm
+    passes level; bench/RESULTS.md, "Session 25"). GPT-2's loop is not seeded: measured no gain
+    there (session 3)."""
+    most = 8 * (cache.shape[1] // 2) - 1  # piece_cache.max_piece_bytes
+    one = np.empty(1, dtype=np.uint32)
+    stored = 0
+    for k in range(tids.shape[0]):
+        tid = tids[k]
+        start, end = token_offsets[tid], token_offsets[tid + 1]
+        if 1 <= end - start <= most and 0 <= tid <= WIDE_MAX_ID:
+            one[0] = tid
+            stored += wide_cache_store(cache, token_bytes, start, end, one, 0, np.int64(1), False)
+    return stored
+
+
 # --- The long-piece memo (piece_memo.py), with wide ids ---
 # Same memo array, header, filter, table and hashing as piece_memo (its memo_hash, memo_prefetch and
 # memo_find serve both); only the arena differs: three 21-bit ids to a word (id k of a word in bits

@@ -13,7 +13,7 @@ from fastenc.errors import InputError, VocabError
 from fastenc.memory import OutputPool
 from fastenc.kernels.config import WHOLE_PIECE_LOOKUP
 from fastenc.kernels.decode import decode_into, decoded_length
-from fastenc.kernels.encode import compact_runs, split_by_bytes, takes_wide_loop
+from fastenc.kernels.encode import compact_runs, seed_piece_caches, split_by_bytes, takes_wide_loop
 from fastenc.kernels.piece_cache import (
     DEFAULT_LONG_SLOTS,
     DEFAULT_SHORT_SLOTS,
@@ -95,7 +95,7 @@ class Encoder:
         narrow_url = info.pretokenizer == "url" and not takes_wide_loop(vocab.config)
         self.kernel_classes = None if narrow_url else self.classes
         self._caches = None  # per-task piece caches, kept between calls (they only memoize)
-        self._seeded = set()  # the tasks whose short cache holds the vocabulary's tokens (_seed)
+        self._seeded = set()  # the tasks whose piece caches hold the vocabulary's tokens (_seed)
         # One call in the kernels at a time: every call uses these caches and memos (task 0's at
         # least), and two calls at once from Python threads (a thread pool sharing the Encoder that
         # ``fastenc.load`` caches) would rewrite slots the other reads. A call uses every core anyway.
@@ -149,25 +149,26 @@ class Encoder:
 
     @functools.cached_property
     def _seed_ids(self) -> np.ndarray | None:
-        """The ids ``_seed`` stores, ascending, or None where the caches are not seeded: only the
-        cl100k/o200k loop's are (``piece_cache_wide.seed_wide_cache`` says why), and only where a
-        piece that is a token encodes to that token (tiktoken's rule; HF's ``ignore_merges``, or
-        every token merging to itself, which the tables' builder turns the lookup off for)."""
+        """The ids ``_seed`` stores, ascending, or None where the caches are not seeded: only where a
+        piece that is a token encodes to that token (tiktoken's rule; HF's ``ignore_merges``).
+        ``piece_cache_wide.seed_wide_cache`` says why seed at all."""
         config = self.vocab.config
-        if not takes_wide_loop(config):
-            return None
         if self.info.merge_rule != "tiktoken" and not config[WHOLE_PIECE_LOOKUP]:
             return None  # (a HF file without ignore_merges: a token's bytes may merge to other ids)
         table = self.vocab.token_table
         return np.sort(table[table >= 0]).astype(np.int64)
 
     def _seed(self, caches: PieceCaches, task: int) -> None:
-        """Fill task ``task``'s short cache with the vocabulary's tokens, once (before any thread
-        reads it: ``_encode_runs`` seeds task 0's, which its threads share, before they start)."""
+        """Fill task ``task``'s piece caches with the vocabulary's tokens of up to 15 bytes, once
+        (before any thread reads them: ``_encode_runs`` seeds task 0's, which its threads share,
+        before they start)."""
         if task in self._seeded or self._seed_ids is None:
             return
         self._seeded.add(task)
-        seed_wide_cache(caches.short[task], self._seed_ids, self.vocab.token_bytes, self.vocab.token_offsets)
+        if takes_wide_loop(self.vocab.config):
+            seed_wide_cache(caches.short[task], self._seed_ids, self.vocab.token_bytes, self.vocab.token_offsets)
+        else:
+            seed_piece_caches(one_task(caches, task), self._seed_ids, self.vocab.token_bytes, self.vocab.token_offsets)
 
     def _caches_of(self, caches: PieceCaches, task: int, shared: bool) -> PieceCaches:
         """Task ``task``'s caches. ``shared``: task 0's tiny, short and long caches, its own memo,
@@ -247,7 +248,7 @@ class Encoder:
         (``fastenc.tasks``: the same ids, without compiling a ``parallel=True`` kernel)."""
         with self._busy:
             caches = self._task_caches()
-            self._seed(caches, 0)  # (task 0's short cache: every task's when shared)
+            self._seed(caches, 0)  # (task 0's caches: every task's when shared)
             n_tasks = caches.short.shape[0]
             bounds = split_by_bytes(offsets, n_tasks)
             base = int(offsets[0])

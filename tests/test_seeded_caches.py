@@ -1,6 +1,6 @@
-"""The cl100k/o200k loop's short cache starts with the vocabulary's tokens in it
-(``piece_cache_wide.seed_wide_cache``, ``Encoder._seed``): which tokens, when, and that the ids
-stay tiktoken's.
+"""The piece caches start with the vocabulary's tokens in them (``piece_cache_wide.seed_wide_cache``
+for the cl100k/o200k loop, ``encode.seed_piece_caches`` for GPT-2's; ``Encoder._seed``): which
+tokens, when, and that the ids stay tiktoken's.
 
 Exactness over real text is the parity suite's (tests/test_encodings.py encodes docs.parquet and
 the fixtures with Encoders that seed); here, the seeding itself.
@@ -12,7 +12,7 @@ import pytest
 
 import fastenc
 from fastenc.kernels.config import WHOLE_PIECE_LOOKUP
-from fastenc.kernels.piece_cache import max_piece_bytes
+from fastenc.kernels.piece_cache import TINY_MAX_BYTES, cache_lookup, max_piece_bytes, tiny_cache_lookup
 from fastenc.kernels.piece_cache_wide import WIDE_MAX_ID, seed_wide_cache, wide_cache_lookup
 from test_encodings import _from_committed_files  # the offline tiktoken oracle
 
@@ -53,6 +53,31 @@ def test_the_first_call_finds_every_short_token_in_the_cache(name):
     assert len(missing) <= len(sample) // 100, missing[:10]
     wrong = [t for t in sample if _cached(short, _token(enc, t)) not in (None, [t])]
     assert wrong == []
+
+
+def test_gpt2s_first_call_finds_every_short_token_in_the_tiny_or_short_cache(tiktoken_gpt2):
+    enc = _fresh("gpt2")
+    assert enc.encode("a") == tiktoken_gpt2.encode_ordinary("a")
+    caches = enc._task_caches()
+    lengths = np.diff(enc.vocab.token_offsets)
+    table = enc.vocab.token_table
+    tids = np.sort(table[table >= 0])
+    eligible = tids[(lengths[tids] >= 1) & (lengths[tids] <= max_piece_bytes(caches.short[0]))]
+    out = np.zeros(64, np.uint16)
+
+    def cached(tid):
+        piece = _token(enc, tid)
+        lookup, cache = (tiny_cache_lookup, caches.tiny[0]) if len(piece) <= TINY_MAX_BYTES else (cache_lookup, caches.short[0])
+        got = lookup(cache, piece, np.int64(0), np.int64(len(piece)), out, np.int64(0), np.int64(64))
+        return out[:got].tolist() if got >= 0 else None
+
+    sample = np.random.default_rng(3).choice(eligible, 3000, replace=False).tolist() + eligible[-50:].tolist()
+    assert sum(cached(t) != [t] for t in sample) <= len(sample) // 100
+    assert [t for t in sample if cached(t) not in (None, [t])] == []
+    texts = [_token(enc, t).tobytes().decode("utf-8", "replace") for t in sample[:1500]]
+    texts += [f"({t}) {t}" for t in texts[:500]]
+    ids, offsets = enc.encode_batch(texts)
+    assert [ids[offsets[i]:offsets[i + 1]].tolist() for i in range(len(texts))] == tiktoken_gpt2.encode_ordinary_batch(texts)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -106,8 +131,9 @@ def test_only_vocabularies_whose_tokens_encode_to_themselves_are_seeded():
     assert hf_merges._seeded == set() and _cached(hf_merges._task_caches().short[0], unseen) is None
     hf_lookup = fastenc.Encoder(enc.vocab._replace(config=with_lookup), enc.info._replace(merge_rule="hf"))
     assert hf_lookup._seed_ids is not None
-    # GPT-2's narrow loop is not seeded (measured no gain there).
-    assert fastenc.Encoder(fastenc.load("gpt2").vocab, fastenc.load("gpt2").info)._seed_ids is None
+    # The URL vocabulary: a HF file without ignore_merges, never seeded; GPT-2's (tiktoken's rule) is.
+    assert fastenc.Encoder(fastenc.load("urls").vocab, fastenc.load("urls").info)._seed_ids is None
+    assert fastenc.Encoder(fastenc.load("gpt2").vocab, fastenc.load("gpt2").info)._seed_ids is not None
 
 
 def test_the_seed_kernel_keeps_ids_it_cannot_hold_out():

@@ -233,8 +233,8 @@ def seed_wide_cache(cache, tids, token_bytes, token_offsets):
     pieces of 2..31 bytes in docs.parquet are whole tokens (o200k_base), and each was looked up,
     found missing, merged and stored on a first pass. Seeded, a first pass finds them on the hot
     path: o200k 1 thread 1.166 -> 1.078 s in-process (the ~35 ms this takes not counted; warm
-    passes level; bench/RESULTS.md, "Session 25"). GPT-2's loop is not seeded: measured no gain
-    there (session 3)."""
+    passes level; bench/RESULTS.md, "Session 25"). ``encode.seed_piece_caches`` does the same for
+    the narrow loop's caches (GPT-2)."""
     most = 8 * (cache.shape[1] // 2) - 1  # piece_cache.max_piece_bytes
     one = np.empty(1, dtype=np.uint32)
     stored = 0

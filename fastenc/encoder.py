@@ -150,7 +150,8 @@ class Encoder:
     @functools.cached_property
     def _seed_ids(self) -> np.ndarray | None:
         """The ids ``_seed`` stores, ascending, or None where the caches are not seeded: only where a
-        piece that is a token encodes to that token (tiktoken's rule; HF's ``ignore_merges``).
+        piece that is a token encodes to that token (tiktoken's rule; a HF file while its whole-piece
+        lookup, ``ignore_merges``, is on).
         ``piece_cache_wide.seed_wide_cache`` says why seed at all."""
         config = self.vocab.config
         if self.info.merge_rule != "tiktoken" and not config[WHOLE_PIECE_LOOKUP]:

@@ -34,6 +34,7 @@ from fastenc.kernels.piece_cache import (
     SHORT_WORDS,
     claim_key_slot,
     key_home,
+    max_piece_bytes,
     piece_key,
     publish_key,
 )
@@ -235,7 +236,7 @@ def seed_wide_cache(cache, tids, token_bytes, token_offsets):
     path: o200k 1 thread 1.166 -> 1.078 s in-process (the ~35 ms this takes not counted; warm
     passes level; bench/RESULTS.md, "Session 25"). ``encode.seed_piece_caches`` does the same for
     the narrow loop's caches (GPT-2)."""
-    most = 8 * (cache.shape[1] // 2) - 1  # piece_cache.max_piece_bytes
+    most = max_piece_bytes(cache)
     one = np.empty(1, dtype=np.uint32)
     stored = 0
     for k in range(tids.shape[0]):

@@ -24,8 +24,8 @@ from fastenc.kernels.piece_cache import (
     PieceCaches,
     one_task,
 )
-from fastenc.kernels.piece_cache_wide import WIDE_LONG_SLOTS, WIDE_SHORT_SLOTS, seed_wide_cache
-from fastenc.kernels.piece_memo import init_piece_memo, memo_words, set_caches_shared
+from fastenc.kernels.piece_cache_wide import WIDE_LONG_SLOTS, WIDE_MEMO_IDS, WIDE_SHORT_SLOTS, seed_wide_cache
+from fastenc.kernels.piece_memo import DEFAULT_MEMO_IDS, init_piece_memo, memo_words, set_caches_shared
 from fastenc.kernels.runs import encode_docs, encode_docs_wide
 from fastenc.tasks import run_tasks
 from fastenc.unicode_classes import class_table_for
@@ -57,6 +57,12 @@ def piece_cache_slots(config: np.ndarray) -> tuple[int, int, int]:
     if takes_wide_loop(config):
         return 1, WIDE_SHORT_SLOTS, WIDE_LONG_SLOTS
     return DEFAULT_TINY_SLOTS, DEFAULT_SHORT_SLOTS, DEFAULT_LONG_SLOTS
+
+
+def piece_memo_ids(config: np.ndarray) -> int:
+    """The memo arena (``piece_memo.memo_words``' ids) that the encode loop for a vocabulary's
+    ``config`` wants: the wide loop's memo keeps each piece's bytes too (``piece_cache_wide``)."""
+    return WIDE_MEMO_IDS if takes_wide_loop(config) else DEFAULT_MEMO_IDS
 
 
 def _zeroed_cache_memory(shape: tuple) -> np.ndarray:
@@ -134,7 +140,7 @@ class Encoder:
                 _zeroed_cache_memory((room, tiny, TINY_WORDS)),
                 _zeroed_cache_memory((room, short, SHORT_WORDS)),
                 _zeroed_cache_memory((room, long, LONG_WORDS)),
-                _zeroed_cache_memory((room, memo_words())),
+                _zeroed_cache_memory((room, memo_words(ids=piece_memo_ids(self.vocab.config)))),
             )
             for memo in self._caches.memo:
                 init_piece_memo(memo)

@@ -417,9 +417,10 @@ def _memo_hash(data, start, end):
 
 
 def test_the_wide_memo_gives_back_21_bit_ids_and_refuses_what_is_not_the_piece(pair):
-    """piece_cache_wide's memo (three 21-bit ids to a word): what it stores comes back across word
-    boundaries; ids that are not the piece's bytes are refused (a tag collision); an id past 21 bits
-    is never stored; a full memo stores nothing more."""
+    """piece_cache_wide's memo (the piece's bytes, then three 21-bit ids to a word): what it stores
+    comes back across word boundaries; an entry that is not the piece's (a tag collision: another
+    piece of the same length, or one a byte longer or shorter) is refused; an id past 21 bits is never
+    stored; a full memo stores nothing more."""
     from fastenc.kernels.piece_cache_wide import WIDE_MEMO_MAX_ID, wide_memo_emit, wide_memo_has_room, wide_memo_store
     from fastenc.kernels.piece_memo import memo_find, new_piece_memo
 
@@ -431,7 +432,7 @@ def test_the_wide_memo_gives_back_21_bit_ids_and_refuses_what_is_not_the_piece(p
     for piece in pieces:
         ids = np.asarray(ref._encode_single_piece(piece), dtype=np.int64)
         data = _u8(piece)
-        assert wide_memo_store(memo, np.uint64(_memo_hash(data, 0, len(data))), ids, 0, len(ids))
+        assert wide_memo_store(memo, np.uint64(_memo_hash(data, 0, len(data))), data, 0, len(data), ids, 0, len(ids))
         stored[piece] = ids.tolist()
     assert sum(len(v) for v in stored.values()) > 3 * len(pieces)  # (ids that straddle arena words)
 
@@ -441,7 +442,7 @@ def test_the_wide_memo_gives_back_21_bit_ids_and_refuses_what_is_not_the_piece(p
         if slot < 0:
             return None
         out = np.full(len(data), 7, dtype=np.uint32)
-        end = wide_memo_emit(memo, slot, enc.vocab.token_heads, enc.vocab.token_bytes, enc.vocab.token_offsets, data, 0, len(data), out, 0)
+        end = wide_memo_emit(memo, slot, data, 0, len(data), out, 0)
         return -1 if end < 0 else out[:end].tolist()
 
     for piece, ids in stored.items():
@@ -455,15 +456,23 @@ def test_the_wide_memo_gives_back_21_bit_ids_and_refuses_what_is_not_the_piece(p
     memo[table + (hb & 255)] = np.uint64((hb >> 40) << 40 | (entry_a & ((1 << 40) - 1)))
     memo[4:table] = np.uint64(0xFFFFFFFFFFFFFFFF)  # every filter bit: the probe reaches the table
     assert emit(b) == -1 and emit(a) == stored[a]
+    before = memo.copy()
+    for other in (b" " * 39 + b"\t", b"\t" + b" " * 39, b" " * 39, b" " * 41, b" " * 35 + b"\t" * 5):
+        h = int(_memo_hash(_u8(other), 0, len(other)))
+        memo[table + (h & 255)] = np.uint64((h >> 40) << 40 | (entry_a & ((1 << 40) - 1)))
+        assert emit(other) == -1, other
+        memo[:] = before
     # Ids past 21 bits, and a memo without room: nothing stored.
     big = np.array([5, WIDE_MEMO_MAX_ID + 1], dtype=np.int64)
     entries = int(memo[2])
-    assert not wide_memo_store(memo, np.uint64(12345), big, 0, 2)
-    small = new_piece_memo(1 << 8, 3, 1 << 4)
-    assert wide_memo_has_room(small, 3) and not wide_memo_has_room(small, 4)  # (room for 3 ids: one arena word)
-    assert wide_memo_store(small, np.uint64(1), np.array([1, 2], dtype=np.int64), 0, 2)
-    assert wide_memo_has_room(small, 1) and not wide_memo_has_room(small, 2)
-    assert not wide_memo_store(small, np.uint64(2), np.array([1, 2], dtype=np.int64), 0, 2)
+    piece = _u8(b"abcdefghijklmnopqrstuvwx")  # 24 bytes: 1 + 3 + 2 arena words with 5 ids, 1 + 3 + 8 to have room
+    assert not wide_memo_store(memo, np.uint64(12345), piece, 0, 24, big, 0, 2)
+    small = new_piece_memo(1 << 8, 4 * 12, 1 << 4)  # 12 arena words
+    assert wide_memo_has_room(small, 24) and not wide_memo_has_room(small, 25)
+    five = np.array([1, 2, 3, 4, 5], dtype=np.int64)
+    assert wide_memo_store(small, np.uint64(1), piece, 0, 24, five, 0, 5)
+    assert wide_memo_has_room(small, 9) and not wide_memo_has_room(small, 10)  # 6 words left
+    assert not wide_memo_store(small, np.uint64(2), _u8(b"x" * 40), 0, 40, five, 0, 5)  # 1 + 5 + 2 words
     assert int(memo[2]) == entries and int(small[2]) == 1
 
 

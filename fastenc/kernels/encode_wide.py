@@ -54,16 +54,17 @@ _BLOCK = 64  # pieces found (and their home slots prefetched) before any of them
 # then go to the longer pieces, whose parts are merged anew. A/B on docs.parquet against 16:
 # first pass 0.98 -> 1.01 of the loop without a memo, warm cl100k 1.07 -> 1.10, o200k 1.43 -> 1.42.
 WIDE_MEMO_MIN_BYTES = 24
-_RING = 4  # words per ring entry: a piece's end, whole-token id (or -1), home slot address (0: none), unused
+_RING = 4  # words per ring entry: a piece's end, whole-token id (or -1), home slot address (0: none), a memo store's piece start
 # A ring entry's second word: a whole-token id (>= 0), -1 (look the piece up and merge on a miss),
 # or one of these, for the long-piece memo (piece_memo.py, with wide ids: piece_cache_wide.py):
 _MEMO_BEGIN = -2  # the first part of a piece the memo does not hold: note where its ids begin
-_MEMO_STORE = -3  # no piece: store the ids since _MEMO_BEGIN as those of the piece whose memo hash is ring[4k + 2]
+_MEMO_STORE = -3  # no piece: store the ids since _MEMO_BEGIN as those of the piece whose memo hash is ring[4k + 2], from ring[4k + 3]
 _MEMO_HIT = -4  # and below: a piece the memo holds, in table slot _MEMO_HIT - entry
 # Hot array accesses index with uint64: Numba adds wraparound code (negative index -> from the
 # end) to every signed index, and none to an unsigned one.
 _U1 = np.uint64(1)
 _U2 = np.uint64(2)
+_U3 = np.uint64(3)
 _U8 = np.uint64(8)  # byte offsets of a slot's words
 _U16 = np.uint64(16)
 _U24 = np.uint64(24)
@@ -231,6 +232,7 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
                 ring[slot] = found
                 ring[slot + _U1] = _MEMO_STORE
                 ring[slot + _U2] = np.int64(memo_h)
+                ring[slot + _U3] = memo_from
                 n_found += 1
                 memo_from = -1
         # --- encode them ---
@@ -261,12 +263,12 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
                     continue
             if whole < -1:  # the long-piece memo
                 if whole == _MEMO_STORE:
-                    wide_memo_store(memo, np.uint64(ring[slot + _U2]), out, memo_ids, out_pos - memo_ids)
+                    wide_memo_store(memo, np.uint64(ring[slot + _U2]), data, ring[slot + _U3], piece_end, out, memo_ids,
+                                    out_pos - memo_ids)
                     in_memo = False
                     continue
                 if whole != _MEMO_BEGIN:  # (a first part is encoded below)
-                    new_pos = wide_memo_emit(memo, _MEMO_HIT - whole, vocab.token_heads, vocab.token_bytes, vocab.token_offsets,
-                                             data, pos, piece_end, out, out_pos)
+                    new_pos = wide_memo_emit(memo, _MEMO_HIT - whole, data, pos, piece_end, out, out_pos)
                     if new_pos < 0:  # a tag collision: the whole piece merged (as its parts would be)
                         if work.shape[0] < 7 * n:
                             work = np.empty(max(7 * n, 2 * work.shape[0]), dtype=np.int64)

@@ -48,7 +48,6 @@ from fastenc.kernels.piece_memo import _SLOTS as _MEMO_SLOTS
 from fastenc.kernels.piece_memo import _TAG_SHIFT as _MEMO_TAG_SHIFT
 from fastenc.kernels.piece_memo import _filter_bit as _memo_filter_bit
 from fastenc.kernels.piece_memo import _table as _memo_table
-from fastenc.kernels.piece_memo import token_differs
 
 WIDE_ID_BITS = 18
 WIDE_MAX_ID = (1 << WIDE_ID_BITS) - 1
@@ -248,54 +247,70 @@ def seed_wide_cache(cache, tids, token_bytes, token_offsets):
     return stored
 
 
-# --- The long-piece memo (piece_memo.py), with wide ids ---
+# --- The long-piece memo (piece_memo.py), with wide ids and the piece's own bytes ---
 # Same memo array, header, filter, table and hashing as piece_memo (its memo_hash, memo_prefetch and
-# memo_find serve both); only the arena differs: three 21-bit ids to a word (id k of a word in bits
-# 21k..21k+20), so the arena index and fill of an entry count such ids. A memo is filled by one of
-# the two loops only (it belongs to one vocabulary, like every piece cache).
+# memo_find serve both); only the arena differs. An entry's arena index and the fill count words, and
+# an entry's words are the piece's length, its bytes (eight to a word, the last zero padded) and its
+# ids (three 21-bit ids to a word, id k of a word in bits 21k..21k+20). A hit is checked against the
+# piece's bytes, word by word, where piece_memo's is checked id by id against each token's bytes:
+# those token reads are scattered over the vocabulary's 1.6 MB of token heads, and in a warm o200k
+# pass over docs.parquet the check was ~6% of the pass (bench/RESULTS.md, "Session 26"). The bytes
+# cost arena room (~3.4 bytes an id, against ~2.7 for the id). A memo is filled by one of the two
+# loops only (it belongs to one vocabulary, like every piece cache).
 WIDE_MEMO_ID_BITS = 21
+# The wide loop's memo arena, in piece_memo's unit (``memo_words`` counts uint16 ids, four to a word):
+# 2M words, 16 MB a thread (only the pages filled are ever backed). At piece_memo's default 0.77M
+# words the bytes filled it after 68k of o200k's long pieces in docs.parquet, where the ids alone
+# had held all 122k seen twice (1.4M ids), and a warm pass ran 8% slower than before the bytes.
+WIDE_MEMO_IDS = 4 * (1 << 21)
 WIDE_MEMO_MAX_ID = (1 << WIDE_MEMO_ID_BITS) - 1
 _MEMO_ID_MASK = np.uint64(WIDE_MEMO_MAX_ID)
 _U3 = np.uint64(3)
+_U7 = np.uint64(7)
 
 
 @njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _memo_id(memo, arena, k):
-    """Id ``k`` of a wide memo's arena (which starts at word ``arena``)."""
-    return (memo[arena + k // _U3] >> (np.uint64(WIDE_MEMO_ID_BITS) * (k % _U3))) & _MEMO_ID_MASK
+def _memo_entry_words(n_bytes, count):
+    """Arena words of a wide memo entry: the length, the bytes, the ids."""
+    return np.uint64(1) + ((np.uint64(n_bytes) + _U7) >> _U3) + (np.uint64(count) + np.uint64(2)) // _U3
 
 
 @njit(cache=True, **NO_REFCOUNTING)
-def wide_memo_emit(memo, slot, token_heads, token_bytes, token_offsets, data, start, end, out, out_pos):
+def wide_memo_emit(memo, slot, data, start, end, out, out_pos):
     """``piece_memo.memo_emit`` for a memo filled by ``wide_memo_store`` (same contract: the ids
-    of table slot ``slot`` to ``out[out_pos:]``, each checked against the piece's bytes; -1 when they
-    are not its bytes, a tag collision)."""
+    of table slot ``slot`` to ``out[out_pos:]``, or -1 when the entry is not that of
+    ``data[start:end]``, a tag collision), the entry's stored bytes compared with the piece's.
+    The piece has at least 8 bytes (the encode loop memoizes pieces of ``WIDE_MEMO_MIN_BYTES``)."""
     entry = memo[_memo_table(memo) + np.uint64(slot)]
-    at = (entry >> _MEMO_AT_SHIFT) & _MEMO_AT_MASK
+    base = _memo_table(memo) + memo[_MEMO_SLOTS] + ((entry >> _MEMO_AT_SHIFT) & _MEMO_AT_MASK)
     count = np.int64(entry & _MEMO_COUNT_MASK)
-    arena = _memo_table(memo) + memo[_MEMO_SLOTS]
-    p = start
-    differ = np.uint64(0) if count <= end - start else np.uint64(1)  # (each id has >= 1 byte)
+    n = np.uint64(end - start)
+    differ = memo[base] ^ n
+    full = n >> _U3
+    for w in range(full if differ == 0 else 0):
+        differ |= load_word(data, start + 8 * w) ^ memo[base + np.uint64(1 + w)]
+    if differ == 0 and n & _U7 != 0:  # the last bytes: the piece's last word, shifted down to them
+        differ = (load_word(data, end - 8) >> (np.uint64(8) * (np.uint64(8) - (n & _U7)))) ^ memo[base + np.uint64(1) + full]
+    ids = base + np.uint64(1) + ((n + _U7) >> _U3)
     for j in range(count if differ == 0 else 0):
-        tid = _memo_id(memo, arena, at + np.uint64(j))
-        out[np.uint64(out_pos + j)] = tid
-        other, length = token_differs(token_heads, token_bytes, token_offsets, tid, data, p, end)
-        differ |= other
-        p += length
-    return out_pos + count if differ == 0 and p == end else -1
+        k = np.uint64(j)
+        out[np.uint64(out_pos + j)] = (memo[ids + k // _U3] >> (np.uint64(WIDE_MEMO_ID_BITS) * (k % _U3))) & _MEMO_ID_MASK
+    return out_pos + count if differ == 0 else -1
 
 
 @njit(cache=True, **NO_REFCOUNTING)
-def wide_memo_store(memo, h, ids, ids_start, count):
+def wide_memo_store(memo, h, data, start, end, ids, ids_start, count):
     """``piece_memo.memo_store`` with wide ids (each <= WIDE_MEMO_MAX_ID, else nothing is stored):
-    remember that the piece of 16..4,096 bytes whose ``memo_hash`` is ``h`` (computed once, by the
-    finder that looked it up) encodes to ``ids[ids_start:ids_start + count]``, if the memo has room.
-    Returns whether it was stored."""
+    remember that the piece ``data[start:end]`` (16..4,096 bytes) whose ``memo_hash`` is ``h``
+    (computed once, by the finder that looked it up) encodes to ``ids[ids_start:ids_start + count]``,
+    if the memo has room. Returns whether it was stored."""
     slots = memo[_MEMO_SLOTS]
     fill = memo[_MEMO_FILL]
     table = _memo_table(memo)
-    room = _U3 * (np.uint64(memo.shape[0]) - table - slots)
-    fits = count >= 1 and np.uint64(count) <= _MEMO_COUNT_MASK and fill + np.uint64(count) <= room
+    room = np.uint64(memo.shape[0]) - table - slots
+    n = end - start
+    need = _memo_entry_words(n, count)
+    fits = count >= 1 and np.uint64(count) <= _MEMO_COUNT_MASK and fill + need <= room
     for j in range(count if fits else 0):
         if np.uint64(ids[ids_start + j]) > _MEMO_ID_MASK:
             fits = False
@@ -309,15 +324,22 @@ def wide_memo_store(memo, h, ids, ids_start, count):
             if entry >> _MEMO_TAG_SHIFT == tag and entry != 0:
                 break
             if entry == 0:
-                # Three ids to a word; the arena past the fill is zero, so or-ing them in is enough.
+                # The arena past the fill is zero: or-ing the bytes and ids in is enough.
+                base = table + slots + fill
+                memo[base] = np.uint64(n)
+                full = n >> 3
+                for w in range(full):
+                    memo[base + np.uint64(1 + w)] = load_word(data, start + 8 * w)
+                for i in range(8 * full, n):
+                    memo[base + np.uint64(1 + full)] |= np.uint64(data[start + i]) << np.uint64(8 * (i & 7))
+                at = base + np.uint64(1) + ((np.uint64(n) + _U7) >> _U3)
                 for j in range(count):
-                    k = fill + np.uint64(j)
-                    w = table + slots + k // _U3
-                    memo[w] |= np.uint64(ids[ids_start + j]) << (np.uint64(WIDE_MEMO_ID_BITS) * (k % _U3))
+                    k = np.uint64(j)
+                    memo[at + k // _U3] |= np.uint64(ids[ids_start + j]) << (np.uint64(WIDE_MEMO_ID_BITS) * (k % _U3))
                 memo[table + slot] = (tag << _MEMO_TAG_SHIFT) | (fill << _MEMO_AT_SHIFT) | np.uint64(count)
                 word, bit = _memo_filter_bit(memo, h)
                 memo[word] |= bit
-                memo[_MEMO_FILL] = fill + np.uint64(count)
+                memo[_MEMO_FILL] = fill + need
                 memo[_MEMO_ENTRIES] += np.uint64(1)
                 stored = True
                 break
@@ -328,8 +350,8 @@ def wide_memo_store(memo, h, ids, ids_start, count):
 @njit(cache=True, **NO_REFCOUNTING)
 def wide_memo_has_room(memo, n_bytes):
     """Whether ``wide_memo_store`` has room for a piece of ``n_bytes`` (a table slot, and arena room
-    for ``n_bytes`` ids: a piece has at most one id per byte)."""
+    for its bytes and ``n_bytes`` ids: a piece has at most one id per byte)."""
     slots = memo[_MEMO_SLOTS]
     table = _memo_table(memo)
-    room = _U3 * (np.uint64(memo.shape[0]) - table - slots)
-    return (np.uint64(4) * memo[_MEMO_ENTRIES] < _U3 * slots) and memo[_MEMO_FILL] + np.uint64(n_bytes) <= room
+    room = np.uint64(memo.shape[0]) - table - slots
+    return (np.uint64(4) * memo[_MEMO_ENTRIES] < _U3 * slots) and memo[_MEMO_FILL] + _memo_entry_words(n_bytes, n_bytes) <= room

@@ -41,7 +41,9 @@ while its ids are copied out, by comparing each id's bytes (``vocab.token_bytes`
 piece. Stored ids are the encoding of some piece, and ids decode to the bytes they were
 encoded from, so ids that decode to exactly this piece's bytes are this piece's encoding: a
 check that makes a tag collision harmless (``memo_emit`` answers -1, and the caller encodes the
-piece part by part) and keeps the memo at 2 bytes per id. Ids must be below 65,536.
+piece part by part) and keeps the memo at 2 bytes per id. Ids must be below 65,536. (The wide
+loop's memo, ``piece_cache_wide``, keeps each piece's bytes beside its ids and compares those:
+for ids scattered over a 200k vocabulary the per-id reads cost more than the room.)
 
 All three functions are compiled without reference counting (``jit.NO_REFCOUNTING``), like the
 encode loop that calls them: they allocate nothing.
@@ -192,8 +194,9 @@ def memo_find(memo, h):
 @njit(cache=True, forceinline=True)
 def token_differs(token_heads, token_bytes, token_offsets, tid, data, p, end):
     """``(differ, length)``: ``differ`` non-zero unless token ``tid``'s bytes are ``data[p:p + length]``
-    within ``end``, ``length`` its byte count. The check of a memo hit (here and in the wide loop's
-    memo, piece_cache_wide.py): ids that decode to the piece's own bytes are its encoding.
+    within ``end``, ``length`` its byte count. The check of a memo hit here (the wide loop's memo,
+    piece_cache_wide.py, keeps the piece's bytes and compares those): ids that decode to the piece's
+    own bytes are its encoding.
 
     A token of up to 7 bytes (nearly every id of a long piece) is checked against its head
     (``Vocab.token_heads``: its bytes and length in one word), one load and one masked compare;

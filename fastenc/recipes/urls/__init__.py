@@ -338,9 +338,11 @@ def encode_shards(paths, out_dir: str | os.PathLike, *, workers: int = 1, thread
                              quiet or workers > 1)
     if workers == 1 or len(paths) == 1:
         return [task(i, threads=threads) for i in range(len(paths))]
-    _prepare_shared(paths[0], out_dir, options, quiet)
+    enc = _prepare_shared(paths[0], out_dir, options, quiet)
     with progress(len(paths), unit="shard", desc="urls", quiet=quiet, unit_scale=False) as bar:
-        map_units(task, range(len(paths)), workers=workers, threads=worker_threads(workers, threads), bar=bar)
+        # Forked workers share this process's piece caches: each piece merged once among them all.
+        map_units(task, range(len(paths)), workers=workers, threads=worker_threads(workers, threads), bar=bar,
+                  before_fork=enc.share_caches_with_forks)
     return read_sidecars(paths, out_dir, shard)
 
 
@@ -381,9 +383,9 @@ def _encode_unit(paths: list, out_dir: str, shard, options: dict, quiet: bool, i
     return encode_shard(paths[i], out_dir, shard=shard, threads=threads, quiet=quiet, **options)
 
 
-def _prepare_shared(first: Path, out_dir, options: dict, quiet: bool) -> None:
+def _prepare_shared(first: Path, out_dir, options: dict, quiet: bool):
     """Before the workers start: compile the kernels once, and put ``OUT/tokenizer/`` in place
-    (each worker would otherwise stage its own copy of it)."""
+    (each worker would otherwise stage its own copy of it). Returns the Encoder."""
     from fastenc.run.units import _compile_once
 
     _compile_once("urls", quiet)
@@ -394,7 +396,7 @@ def _prepare_shared(first: Path, out_dir, options: dict, quiet: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with staging.out_lock(out):  # a writer of OUT like any shard's run: another may be swapping OUT now
         if _check_tokenizer_dir(out, enc.sha256):
-            return
+            return enc
         stage = staging.Stage(out / staging.temp_name(""))
         try:
             _copy_tokenizer(tok_src, stage)
@@ -402,6 +404,7 @@ def _prepare_shared(first: Path, out_dir, options: dict, quiet: bool) -> None:
             staging._rename(stage.dir / TOKENIZER_DIR, out / TOKENIZER_DIR)
         finally:
             stage.discard()
+    return enc
 
 
 class _Job(NamedTuple):

@@ -77,7 +77,7 @@ def encode_url_chunk(enc, data: np.ndarray, offsets: np.ndarray, order: np.ndarr
     canon_read.flags.writeable = False  # the encoder's input type everywhere: one compile of it
 
     def encode_run(t):
-        own = enc._caches_of(caches, t, shared=n_tasks > 1)
+        own = enc._caches_of(caches, t, shared=enc._shares_caches(n_tasks))
         pack_url_run(data, offsets, order, canon_offsets, 0, enc.vocab, enc.kernel_classes, own, canon, canon_read, scratch, counts,
                      flags, int(bounds[t]), int(bounds[t + 1]))
 

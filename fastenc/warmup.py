@@ -7,8 +7,10 @@ in well under a second. This module
 - tells, before a command starts, whether the kernels it needs are in the cache for this CPU
   (``cold_families``: a look at Numba's cache index files, no compiling);
 - if not, says so once on stderr and compiles them up front with a "compile" progress bar
-  (``prepare``, called by the CLI), on two processes where there are two CPUs: a helper process
-  compiles one half of the kernels into the cache while this one compiles the other half;
+  (``prepare``, called by the CLI; ``compile_ahead``), in a child process ``fastenc warmup``, so
+  that the command's own process starts no threads and can still fork its ``--workers``; where
+  there are two CPUs that child starts a helper process, which compiles one half of the kernels
+  into the cache while the child compiles the other half;
 - compiles everything for ``fastenc warmup`` (images, CI, cluster workers).
 
 Kernel families: ``encoder`` (``fastenc.load(...).encode``/``decode``, ``fastenc encode``),
@@ -350,16 +352,23 @@ def _part_ready(part: str) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-def _start_helper(parts: list[str]):
-    """``python -m fastenc warmup --part P ...`` in the background (same environment, so the
-    same cache); None if it cannot start."""
-    argv = [sys.executable, "-m", "fastenc", "warmup", "--quiet"]
-    for part in parts:
-        argv += ["--part", part]
+def _warmup_process(args: list[str], **popen):
+    """``python -m fastenc warmup ARGS`` as a process of its own: this interpreter, this
+    environment (so the same Numba cache), and this fastenc (its folder first on ``PYTHONPATH``:
+    a process that imported fastenc from a checkout must not compile another copy); None if it
+    cannot start."""
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
     try:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return subprocess.Popen([sys.executable, "-m", "fastenc", "warmup", *args], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, env=env, **popen)
     except OSError:
         return None
+
+
+def _start_helper(parts: list[str]):
+    """``fastenc warmup --part P ...`` in the background; None if it cannot start."""
+    return _warmup_process(["--quiet", *(a for part in parts for a in ("--part", part))], stderr=subprocess.DEVNULL)
 
 
 def _cpus() -> int:
@@ -399,22 +408,20 @@ def _wait_until(ready, proc) -> None:
         time.sleep(0.1)
 
 
-def compile_families(families, *, quiet: bool = False, jobs: int | None = None, notice: str | None = None) -> float:
+def compile_families(families, *, quiet: bool = False, jobs: int | None = None) -> float:
     """Compile (or load) the kernels of ``families``; returns the seconds it took.
 
     With ``jobs >= 2`` (default: 2 when there are 2 CPUs) a helper process compiles the BPE
     merges (and, for ``urls``, the hashing/sorting/decoding kernels) into the cache while this
     process compiles the pre-tokenizers and piece caches; then this process compiles the
     encoder and the families, loading the helper's kernels from the cache. A "compile" bar
-    counts the families; ``notice`` is printed first."""
+    counts the families. (Before a run, ``compile_ahead`` calls this in a process of its own.)"""
     from fastenc.progress import progress
 
     jobs = min(2, _cpus()) if jobs is None else jobs
     families = sorted(dict.fromkeys(families), key=list(FAMILIES).index)
     encoder = any(f in ENCODER_FAMILIES for f in families)
     helper_parts = (["bpe"] if encoder else []) + (["url-side"] if "urls" in families else [])
-    if notice and not quiet:
-        print(notice, file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     helper = _start_helper(helper_parts) if jobs >= 2 and helper_parts else None
     stages = (["pre-tokenizers"] if helper is not None and encoder else []) + families
@@ -466,6 +473,50 @@ def _inputs_exist(args) -> bool:
     return True
 
 
+def compile_ahead(families, *, quiet: bool, notice: str | None = None) -> None:
+    """Compile the cold kernels of ``families`` into the cache before a run, in a process of its
+    own (``fastenc warmup``, with its bar on this stderr), not in this one.
+
+    Why not here: compiling runs the real code on tiny inputs, which leaves fastenc's task threads
+    and Numba's parallel threads in this process, and a process with threads must spawn its
+    ``--workers`` instead of forking them (``fastenc.run.forking``): each worker then imports and
+    loads everything again, and no caches are shared (``Encoder.share_caches_with_forks``). After
+    the child, this process loads the kernels from the cache as any warm run does. Where the
+    child cannot do it (it fails, or Numba could not write the cache), this process compiles
+    them itself."""
+    cold = cold_families(families)
+    if not cold:
+        return
+    if notice and not quiet:
+        print(notice, file=sys.stderr, flush=True)
+    if not _compile_in_child(cold, quiet=quiet):
+        compile_families(cold_families(cold), quiet=quiet)
+
+
+def _compile_in_child(families: list[str], *, quiet: bool) -> bool:
+    """``fastenc warmup --ahead FAMILY...`` in a child process; whether the families are now cached.
+    The child has a session of its own, so a Ctrl-C reaches this process only, which then kills the
+    child and its helper at once (a compile inside LLVM would see a SIGINT only seconds later; Numba
+    writes each cache file under a temporary name and renames it, so a kill leaves no torn entry)."""
+    import signal
+
+    child = _warmup_process(["--ahead", *(["--quiet"] if quiet else []), *families], start_new_session=True)
+    if child is None:
+        return False
+    try:
+        code = child.wait()
+    except BaseException:  # Ctrl-C: do not leave a compile running behind the command
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        child.wait()
+        if not quiet:
+            print(file=sys.stderr, flush=True)  # (the child's bar ends without one: the command's message on its own line)
+        raise
+    return code == 0 and not cold_families(families)
+
+
 def prepare(command: str, args) -> None:
     """Before a CLI command: if the kernels it needs are not cached for this CPU, say so once on
     stderr and compile them (with a progress bar) before the command's own bars start."""
@@ -485,7 +536,7 @@ def prepare(command: str, args) -> None:
             print(notice, file=sys.stderr, flush=True)
         return
     try:
-        compile_families(cold, quiet=quiet, jobs=jobs, notice=notice)
+        compile_ahead(cold, quiet=quiet, notice=notice)
     except Exception as exc:  # noqa: BLE001 - the command itself compiles what it needs
         if not quiet:
             print(f"fastenc: compiling ahead failed ({type(exc).__name__}: {exc}); the command compiles as it goes",
@@ -510,6 +561,8 @@ def add_arguments(p) -> None:
     p.add_argument("-j", "--jobs", type=int, default=None, help="processes (default: 2 where there are 2 CPUs)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary line")
     p.add_argument("--part", action="append", choices=list(PARTS), help=argparse.SUPPRESS)  # a helper process's job
+    # compile_ahead's child: no summary line (the command that started it goes on with its own)
+    p.add_argument("--ahead", action="store_true", help=argparse.SUPPRESS)
 
 
 def run(args) -> int:
@@ -524,6 +577,9 @@ def run(args) -> int:
     if unknown:
         raise InputError(f"unknown kernel family {unknown[0]!r}: choose from {', '.join(FAMILIES)}")
     families = args.families or list(FAMILIES)
+    if args.ahead:
+        compile_families(cold_families(families), quiet=args.quiet, jobs=args.jobs)
+        return 0 if not cold_families(families) else 1
     todo = cold_families(families)
     if not todo:
         summary_line(f"fastenc warmup: kernels already cached for this CPU ({', '.join(families)}); {_cache_place()}",

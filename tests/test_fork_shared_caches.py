@@ -86,9 +86,7 @@ print(json.dumps({"shared": enc._fork_shared, "short slots filled": int(enc._cac
 """
 
 
-@pytest.mark.parametrize("recipe", ["gpt2", "urls"])
-def test_the_recipes_fork_their_workers_onto_shared_caches(recipe, tmp_path, docs_fixture):
-    """A command's process forks its workers (fastenc.run.forking): then they fill its caches."""
+def _recipe_inputs(recipe: str, tmp_path: Path, docs_fixture) -> list[str]:
     import pyarrow as pa
     import pyarrow.parquet as pq
     import xxhash
@@ -105,12 +103,33 @@ def test_the_recipes_fork_their_workers_onto_shared_caches(recipe, tmp_path, doc
             path = tmp_path / f"part-{k:05d}.parquet"
             pq.write_table(pa.table({"url": [u for u in urls if (xxhash.xxh3_64_intdigest(u.encode()) * 4) >> 64 == k]}), path)
             inputs.append(str(path))
-    # Compiled first, in a process of its own: a run that compiles has thread pools by its map, and spawns.
+    return inputs
+
+
+def _run_recipe(recipe: str, tmp_path: Path, inputs: list[str], env=None) -> dict:
+    out = subprocess.run([sys.executable, "-c", _RECIPE, recipe, str(tmp_path / "out"), *inputs], capture_output=True,
+                         text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("recipe", ["gpt2", "urls"])
+def test_the_recipes_fork_their_workers_onto_shared_caches(recipe, tmp_path, docs_fixture):
+    """A command's process forks its workers (fastenc.run.forking): then they fill its caches."""
+    inputs = _recipe_inputs(recipe, tmp_path, docs_fixture)
     warm = subprocess.run([sys.executable, "-m", "fastenc", "warmup", "-q", recipe], capture_output=True, text=True,
                           timeout=600)
     assert warm.returncode == 0, warm.stderr
-    out = subprocess.run([sys.executable, "-c", _RECIPE, recipe, str(tmp_path / "out"), *inputs], capture_output=True,
-                         text=True, timeout=600)
-    assert out.returncode == 0, out.stderr
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = _run_recipe(recipe, tmp_path, inputs)
+    assert result["shared"] is True and result["short slots filled"] > 0, result
+
+
+def test_a_first_run_compiles_in_a_child_and_still_forks(tmp_path, docs_fixture):
+    """With an empty kernel cache the run compiles first (fastenc.warmup.compile_ahead): in a process
+    of its own, so that the run's process has no thread pools and forks its workers onto shared caches.
+    (Compiled in the run's process, the compile's task threads made it spawn: "shared" was False.)"""
+    import os
+
+    inputs = _recipe_inputs("gpt2", tmp_path, docs_fixture)
+    result = _run_recipe("gpt2", tmp_path, inputs, env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache")))
     assert result["shared"] is True and result["short slots filled"] > 0, result

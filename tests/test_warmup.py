@@ -150,6 +150,7 @@ def test_a_failing_warmup_does_not_stop_the_command(tmp_path, monkeypatch, capsy
         raise OSError("no space left in the temporary folder")
 
     monkeypatch.setattr(warmup, "cold_families", lambda families: list(families))
+    monkeypatch.setattr(warmup, "_compile_in_child", lambda families, quiet: False)  # (the child failed too)
     monkeypatch.setattr(warmup, "compile_families", broken)
     warmup.prepare("encode", SimpleNamespace(input="-", quiet=False))  # must not raise
     assert "compiling ahead failed (OSError: no space left" in capsys.readouterr().err
@@ -193,3 +194,46 @@ def test_every_family_has_a_compile_estimate_and_probe():
     assert set(warmup.ESTIMATED_SECONDS) == set(warmup.FAMILIES)
     for family in warmup.FAMILIES:
         assert warmup._probe_kernels(family), family
+
+
+def _processes_with(needle: str, env_value: str) -> list[int]:
+    """Pids of live processes whose command line holds ``needle`` and whose environment holds ``env_value``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if needle in (entry / "cmdline").read_bytes().decode(errors="replace").replace("\0", " ") and \
+                    env_value.encode() in (entry / "environ").read_bytes():
+                pids.append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_while_compiling_ahead_stops_the_compile_at_once(tmp_path):
+    """The first run compiles in a child ``fastenc warmup --ahead`` (fastenc.warmup.compile_ahead): a
+    Ctrl-C of the command stops that child and its helper within a moment, and the command ends with
+    its one-line message, nothing published."""
+    import signal
+    import time
+
+    cache = str(tmp_path / "cache")
+    docs = _docs(tmp_path / "docs.parquet")
+    proc = subprocess.Popen([sys.executable, "-m", "fastenc", "gpt2", str(docs), "-o", str(tmp_path / "out")], cwd=ROOT,
+                            env=dict(os.environ, NUMBA_CACHE_DIR=cache), stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _processes_with("--ahead", cache) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _processes_with("--ahead", cache), "no compile child started"
+        time.sleep(1.0)  # (inside the compile)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1].startswith("fastenc: interrupted;"), err[-500:]
+    assert "Traceback" not in err
+    time.sleep(0.2)
+    assert _processes_with("fastenc warmup", cache) == [], "a compile process outlived the command"
+    assert not (tmp_path / "out").exists()

@@ -551,11 +551,11 @@ class InOrder:
 
 
 def _compile_once(family: str, quiet: bool) -> None:
-    from fastenc.warmup import cold_families, compile_families
+    """Before workers start: the family's kernels into the cache, compiled in a process of its own
+    so that this one can still fork its workers (``fastenc.warmup.compile_ahead``)."""
+    from fastenc.warmup import compile_ahead
 
-    cold = cold_families((family,))
-    if cold:
-        compile_families(cold, quiet=quiet)
+    compile_ahead((family,), quiet=quiet)
 
 
 def read_blocks(path: Path, csum, itemsize: int, block_items: int = 8 << 20):

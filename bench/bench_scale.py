@@ -12,7 +12,8 @@
 
 For each recipe and worker count, each run in a fresh process of its own (as a command is: a
 process that has run other work has thread pools that rule out forking its workers,
-``fastenc.run.forking``): wall seconds of the whole run (warm kernel cache, the
+``fastenc.run.forking``), with a command's start-up settings (``fastenc.run.process.kernels_only_process``,
+which ``fastenc.cli.main`` applies): wall seconds of the whole run (warm kernel cache, the
 workers' start-up included, the process's own imports not), CPU seconds (this process and its workers: on a
 shared machine the wall time follows the load, the CPU time much less), the map phase, and the rest (the reduce and the
 publication, from the end of the map to the end of the run; for urls, each shard publishes itself: no reduce). Every run's output is compared
@@ -152,6 +153,13 @@ def _child(spec: str) -> None:
     import json
 
     a = json.loads(spec)
+    # A command's start-up, as `fastenc gpt2|urls` has it (fastenc.cli.main): no Numba extensions
+    # loaded, cached kernels loaded without Numba's registry refresh. Without it the run's process
+    # paid ~0.46 s more before forking (0.26 s refresh; 0.20 s importing awkward, which gigatoken
+    # brings into the bench venv), a serial stretch on every worker count's critical path.
+    from fastenc.run.process import kernels_only_process
+
+    kernels_only_process()
     if a.get("one_core"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # before any thread exists: all inherit it
     r = timed_run(a["recipe"], [Path(p) for p in a["paths"]], Path(a["out"]), a["workers"], a["shards"], a["threads"],

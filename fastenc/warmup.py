@@ -507,7 +507,10 @@ def _compile_in_child(families: list[str], *, quiet: bool) -> bool:
         code = child.wait()
     except BaseException:  # Ctrl-C: do not leave a compile running behind the command
         try:
-            os.killpg(child.pid, signal.SIGKILL)
+            if hasattr(os, "killpg"):
+                os.killpg(child.pid, signal.SIGKILL)  # the child's session: it and its helper
+            else:
+                child.kill()
         except OSError:
             pass
         child.wait()
@@ -577,8 +580,11 @@ def run(args) -> int:
     if unknown:
         raise InputError(f"unknown kernel family {unknown[0]!r}: choose from {', '.join(FAMILIES)}")
     families = args.families or list(FAMILIES)
-    if args.ahead:
-        compile_families(cold_families(families), quiet=args.quiet, jobs=args.jobs)
+    if args.ahead:  # (no traceback here: the command then compiles in its own process, and reports a failure there)
+        try:
+            compile_families(cold_families(families), quiet=args.quiet, jobs=args.jobs)
+        except Exception:  # noqa: BLE001
+            return 1
         return 0 if not cold_families(families) else 1
     todo = cold_families(families)
     if not todo:

@@ -237,3 +237,27 @@ def test_ctrl_c_while_compiling_ahead_stops_the_compile_at_once(tmp_path):
     time.sleep(0.2)
     assert _processes_with("fastenc warmup", cache) == [], "a compile process outlived the command"
     assert not (tmp_path / "out").exists()
+
+
+def test_compile_ahead_falls_back_to_this_process_when_the_child_fails(monkeypatch, capsys):
+    """A child that cannot compile (it exits 1, as ``fastenc warmup --ahead`` does after an error) leaves
+    the compile to the command's own process, and the notice is said once."""
+    from fastenc import warmup
+
+    cold = {"bytes"}
+    compiled_here = []
+    monkeypatch.setattr(warmup, "cold_families", lambda families: [f for f in families if f in cold])
+    monkeypatch.setattr(warmup, "_warmup_process",
+                        lambda args, **popen: subprocess.Popen([sys.executable, "-c", "raise SystemExit(1)"], **popen))
+
+    def here(families, quiet=False, jobs=None):
+        compiled_here.append(list(families))
+        cold.clear()
+
+    monkeypatch.setattr(warmup, "compile_families", here)
+    warmup.compile_ahead(["bytes"], quiet=False, notice="fastenc: compiling kernels (test)")
+    assert compiled_here == [["bytes"]]
+    assert capsys.readouterr().err.count("compiling kernels (test)") == 1
+    compiled_here.clear()
+    warmup.compile_ahead(["bytes"], quiet=False, notice="fastenc: compiling kernels (test)")  # now cached: nothing
+    assert compiled_here == [] and capsys.readouterr().err == ""

@@ -520,6 +520,29 @@ def _compile_in_child(families: list[str], *, quiet: bool) -> bool:
     return code == 0 and not cold_families(families)
 
 
+def _exit_with_parent(interval: float = 0.25) -> None:
+    """In ``compile_ahead``'s child: once the command that started it is gone (killed with ``kill -9``,
+    which it cannot catch), stop compiling, with the helper, instead of running on for half a minute
+    beside the rerun that compiles again. A daemon thread that watches the parent's pid; the child
+    leads its own process group (``start_new_session``), so one ``killpg`` takes the helper too."""
+    import signal
+
+    parent = os.getppid()
+    if not hasattr(os, "killpg") or parent <= 1:
+        return
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(interval)
+        try:
+            if os.getpgid(0) == os.getpid():  # the leader of its own group: this process and the helper
+                os.killpg(os.getpid(), signal.SIGKILL)
+        finally:
+            os._exit(1)  # (not a group leader: started by hand, whose group is not its own to kill)
+
+    threading.Thread(target=watch, daemon=True, name="fastenc-parent-watch").start()
+
+
 def prepare(command: str, args) -> None:
     """Before a CLI command: if the kernels it needs are not cached for this CPU, say so once on
     stderr and compile them (with a progress bar) before the command's own bars start."""
@@ -581,6 +604,7 @@ def run(args) -> int:
         raise InputError(f"unknown kernel family {unknown[0]!r}: choose from {', '.join(FAMILIES)}")
     families = args.families or list(FAMILIES)
     if args.ahead:  # (no traceback here: the command then compiles in its own process, and reports a failure there)
+        _exit_with_parent()
         try:
             compile_families(cold_families(families), quiet=args.quiet, jobs=args.jobs)
         except Exception:  # noqa: BLE001

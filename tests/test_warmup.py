@@ -261,3 +261,35 @@ def test_compile_ahead_falls_back_to_this_process_when_the_child_fails(monkeypat
     compiled_here.clear()
     warmup.compile_ahead(["bytes"], quiet=False, notice="fastenc: compiling kernels (test)")  # now cached: nothing
     assert compiled_here == [] and capsys.readouterr().err == ""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_killed_command_takes_its_compile_child_with_it(tmp_path):
+    """``kill -9`` of a first run while its compile child (and that child's helper) is compiling: both stop
+    within a moment (``warmup._exit_with_parent``) instead of compiling on beside a rerun; the rerun then
+    compiles and finishes."""
+    import signal
+    import time
+
+    cache = str(tmp_path / "cache")
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+    docs = _docs(tmp_path / "docs.parquet")
+    proc = subprocess.Popen([sys.executable, "-m", "fastenc", "gpt2", str(docs), "-o", str(tmp_path / "out"), "-q"],
+                            cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not _processes_with("fastenc warmup", cache) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # (the child and its helper compiling)
+        assert _processes_with("fastenc warmup", cache), "no compile child started"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while _processes_with("fastenc warmup", cache) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _processes_with("fastenc warmup", cache) == [], "the compile went on after its command was killed"
+    finally:
+        proc.kill()
+    rerun = _fastenc(["gpt2", str(docs), "-o", str(tmp_path / "out"), "-q"], env=env)
+    assert rerun.returncode == 0, rerun.stderr
+    assert (tmp_path / "out" / "README.md").is_file()

@@ -1,7 +1,7 @@
 """Whole datasets (docs/scale.md): 1 vs N workers, and the reduce phase's share of a run.
 
     python bench/bench_scale.py [--urls ../shared/data/urls/urls.parquet] [--docs ../shared/data/text/docs.parquet]
-                                [--shards 8] [--copies 13] [--workers 1 2] [--work DIR]
+                                [--shards 8] [--copies 13] [--workers 1 2] [--work DIR] [--rounds 3]
 
 - URLs: ``--shards`` shards of ~``rows x copies / shards`` URLs each (8 x ~1.03 M by default),
   made from the real corpus: every URL is repeated ``--copies`` times with a query suffix
@@ -31,6 +31,7 @@ import argparse
 import hashlib
 import os
 import shutil
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -186,6 +187,8 @@ def main() -> None:
     p.add_argument("--work", type=Path, default=Path("/tmp/fastenc-bench-scale"))
     p.add_argument("--only", choices=["urls", "gpt2"], default=None)
     p.add_argument("--in-process", action="store_true", help="every run in this process, one after another")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run every plan this many times, alternating (medians, and the speed-ups of each round)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -212,21 +215,34 @@ def main() -> None:
           "speed-up vs 1 core | vs 1x1 | identical")
     for recipe, paths in inputs.items():
         rows = int(np.mean([pq.ParquetFile(x).metadata.num_rows for x in paths]))
-        core = base = first = None
-        for w, t, pinned in plans:
-            if pinned:
-                r = run_in_child(recipe, paths, args.work / f"out-{recipe}-1core", w, args.shards, t, one_core=True)
-            else:
-                run = timed_run if args.in_process else run_in_child
-                r = run(recipe, paths, args.work / f"out-{recipe}-{w}x{t}", w, args.shards, t)
-            first = first or r
-            core = core or (r if pinned else None)
-            base = base or (None if pinned else r)
-            vs_core = f"{core['total'] / r['total']:.2f}x" if core else "-"
-            vs_1x1 = f"{base['total'] / r['total']:.2f}x" if base else "-"
+        results = {plan: [] for plan in plans}
+        for k in range(args.rounds):  # every plan once a round, the order reversed every other round
+            for w, t, pinned in (plans if k % 2 == 0 else plans[::-1]):
+                if pinned:
+                    r = run_in_child(recipe, paths, args.work / f"out-{recipe}-1core", w, args.shards, t, one_core=True)
+                else:
+                    run = timed_run if args.in_process else run_in_child
+                    r = run(recipe, paths, args.work / f"out-{recipe}-{w}x{t}", w, args.shards, t)
+                results[(w, t, pinned)].append(r)
+        first = results[plans[0]][0]
+        core = next((results[p] for p in plans if p[2]), None)
+        base = next(results[p] for p in plans if not p[2])
+        for (w, t, pinned), rs in results.items():
+            med = {key: statistics.median(r[key] for r in rs) for key in ("total", "cpu", "map", "rest")}
             label = f"{w} x {t}" + (" (1 core)" if pinned else "")
-            print(f"{recipe} | {len(paths)} | {rows:,} | {label} | {r['total']:.1f} | {r['cpu']:.1f} | {r['map']:.1f} | {r['rest']:.1f} | "
-                  f"{r['rest'] / r['total']:.1%} | {vs_core} | {vs_1x1} | {r['digest'] == first['digest']}", flush=True)
+            print(f"{recipe} | {len(paths)} | {rows:,} | {label} | {med['total']:.1f} | {med['cpu']:.1f} | {med['map']:.1f} | "
+                  f"{med['rest']:.1f} | {med['rest'] / med['total']:.1%} | {_ratios(core, rs)} | {_ratios(base, rs)} | "
+                  f"{all(r['digest'] == first['digest'] for r in rs)}", flush=True)
+
+
+def _ratios(baseline, runs) -> str:
+    """The baseline's wall time over each run's, paired by round (one round's runs ran minutes apart at
+    most): the median, and each round's when there are several."""
+    if baseline is None:
+        return "-"
+    ratios = [b["total"] / r["total"] for b, r in zip(baseline, runs)]
+    rounds = f" ({', '.join(f'{x:.2f}' for x in ratios)})" if len(ratios) > 1 else ""
+    return f"{statistics.median(ratios):.2f}x{rounds}"
 
 
 if __name__ == "__main__":

@@ -209,6 +209,24 @@ def _processes_with(needle: str, env_value: str) -> list[int]:
     return pids
 
 
+def _first_run_inside_its_compile(tmp_path, cache: str, *extra, **popen):
+    """``fastenc gpt2`` over a small file with the empty kernel cache ``cache``, returned once its compile
+    child (``fastenc warmup --ahead``) has been compiling for a second."""
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "fastenc", "gpt2", str(_docs(tmp_path / "docs.parquet")), "-o",
+                             str(tmp_path / "out"), *extra], cwd=ROOT, env=dict(os.environ, NUMBA_CACHE_DIR=cache),
+                            **popen)
+    deadline = time.monotonic() + 60
+    while not _processes_with("fastenc warmup --ahead", cache) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # (inside the compile: the child and its helper)
+    if not _processes_with("fastenc warmup --ahead", cache):
+        proc.kill()
+        raise AssertionError("no compile child started")
+    return proc
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_ctrl_c_while_compiling_ahead_stops_the_compile_at_once(tmp_path):
     """The first run compiles in a child ``fastenc warmup --ahead`` (fastenc.warmup.compile_ahead): a
@@ -218,15 +236,8 @@ def test_ctrl_c_while_compiling_ahead_stops_the_compile_at_once(tmp_path):
     import time
 
     cache = str(tmp_path / "cache")
-    docs = _docs(tmp_path / "docs.parquet")
-    proc = subprocess.Popen([sys.executable, "-m", "fastenc", "gpt2", str(docs), "-o", str(tmp_path / "out")], cwd=ROOT,
-                            env=dict(os.environ, NUMBA_CACHE_DIR=cache), stderr=subprocess.PIPE, text=True)
+    proc = _first_run_inside_its_compile(tmp_path, cache, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while not _processes_with("--ahead", cache) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _processes_with("--ahead", cache), "no compile child started"
-        time.sleep(1.0)  # (inside the compile)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=10)
     finally:
@@ -272,16 +283,8 @@ def test_a_killed_command_takes_its_compile_child_with_it(tmp_path):
     import time
 
     cache = str(tmp_path / "cache")
-    env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-    docs = _docs(tmp_path / "docs.parquet")
-    proc = subprocess.Popen([sys.executable, "-m", "fastenc", "gpt2", str(docs), "-o", str(tmp_path / "out"), "-q"],
-                            cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+    proc = _first_run_inside_its_compile(tmp_path, cache, "-q", stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        while not _processes_with("fastenc warmup", cache) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(1.0)  # (the child and its helper compiling)
-        assert _processes_with("fastenc warmup", cache), "no compile child started"
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         deadline = time.monotonic() + 5
@@ -290,6 +293,7 @@ def test_a_killed_command_takes_its_compile_child_with_it(tmp_path):
         assert _processes_with("fastenc warmup", cache) == [], "the compile went on after its command was killed"
     finally:
         proc.kill()
-    rerun = _fastenc(["gpt2", str(docs), "-o", str(tmp_path / "out"), "-q"], env=env)
+    rerun = _fastenc(["gpt2", str(tmp_path / "docs.parquet"), "-o", str(tmp_path / "out"), "-q"],
+                     env=dict(os.environ, NUMBA_CACHE_DIR=cache))
     assert rerun.returncode == 0, rerun.stderr
     assert (tmp_path / "out" / "README.md").is_file()

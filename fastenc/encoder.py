@@ -65,13 +65,18 @@ def piece_memo_ids(config: np.ndarray) -> int:
     return WIDE_MEMO_IDS if takes_wide_loop(config) else DEFAULT_MEMO_IDS
 
 
-def _zeroed_cache_memory(shape: tuple, shared: bool = False) -> np.ndarray:
-    """A zeroed uint64 array for the piece caches, on huge pages where offered (``fastenc.memory``);
-    ``shared``: in memory that processes forked later share (``Encoder.share_caches_with_forks``)."""
+def _zeroed_cache_memory(shape: tuple) -> np.ndarray:
+    """A zeroed uint64 array for the piece caches, on huge pages where offered (``fastenc.memory``).
+
+    Private to the process, also in a forked ``--workers`` process (which allocates its own at its
+    first call): caches shared between processes must be a ``MAP_SHARED`` mapping, which Linux backs
+    with 4 kB pages unless ``shmem_enabled`` says otherwise (``never`` by default), and a lookup
+    then misses the TLB. Measured on 2 workers (bench/RESULTS.md, session 28): warm GPT-2 units
+    took 8-15% more CPU in one shared set than in a set each; the first units did not gain (both
+    workers' first units are cold at once either way)."""
     from fastenc.memory import huge_array
 
-    memory = huge_array(shape, np.uint64, shared=shared)
-    return huge_array(shape, np.uint64) if memory is None else memory
+    return huge_array(shape, np.uint64)
 
 
 def _read_only(data: np.ndarray) -> np.ndarray:
@@ -103,7 +108,6 @@ class Encoder:
         narrow_url = info.pretokenizer == "url" and not takes_wide_loop(vocab.config)
         self.kernel_classes = None if narrow_url else self.classes
         self._caches = None  # per-task piece caches, kept between calls (they only memoize)
-        self._fork_shared = False  # tiny, short and long in memory shared with forked processes
         self._seeded = set()  # the tasks whose piece caches hold the vocabulary's tokens (_seed)
         # One call in the kernels at a time: every call uses these caches and memos (task 0's at
         # least), and two calls at once from Python threads (a thread pool sharing the Encoder that
@@ -139,11 +143,10 @@ class Encoder:
         if self._caches is None or self._caches.short.shape[0] < n_tasks:
             room = max(n_tasks, numba.config.NUMBA_NUM_THREADS)
             tiny, short, long = piece_cache_slots(self.vocab.config)
-            shared = self._fork_shared  # (only the first row is used then: _caches_of)
             self._caches = PieceCaches(
-                _zeroed_cache_memory((room, tiny, TINY_WORDS), shared),
-                _zeroed_cache_memory((room, short, SHORT_WORDS), shared),
-                _zeroed_cache_memory((room, long, LONG_WORDS), shared),
+                _zeroed_cache_memory((room, tiny, TINY_WORDS)),
+                _zeroed_cache_memory((room, short, SHORT_WORDS)),
+                _zeroed_cache_memory((room, long, LONG_WORDS)),
                 _zeroed_cache_memory((room, memo_words(ids=piece_memo_ids(self.vocab.config)))),
             )
             for memo in self._caches.memo:
@@ -155,19 +158,7 @@ class Encoder:
         """The piece caches of one task, for calling ``encode_text`` from your own code."""
         caches = self._task_caches()
         self._seed(caches, task)
-        return self._caches_of(caches, task, shared=self._fork_shared)
-
-    def share_caches_with_forks(self) -> None:
-        """Put this Encoder's tiny, short and long piece caches in memory that the processes forked
-        from now on share with this one (and each other), seeded, so that each piece is merged once
-        among them all, not once in each, and their pages are zeroed once. Every call then reads
-        and fills them as threads do (``_caches_of``'s "shared"), each process with its own memo.
-        Done before ``--workers`` forks (``fastenc.run.units.map_phase``'s ``before_fork``); a
-        spawned worker loads its own Encoder and is unaffected. Caches kept so far are dropped."""
-        with self._busy:
-            self._fork_shared = True
-            self._caches = None
-            self._seed(self._task_caches(), 0)
+        return self._caches_of(caches, task, shared=False)
 
     @functools.cached_property
     def _seed_ids(self) -> np.ndarray | None:
@@ -185,7 +176,6 @@ class Encoder:
         """Fill task ``task``'s piece caches with the vocabulary's tokens of up to 15 bytes, once
         (before any thread reads them: ``_encode_runs`` seeds task 0's, which its threads share,
         before they start)."""
-        task = 0 if self._fork_shared else task  # (every task reads task 0's: _caches_of)
         if task in self._seeded or self._seed_ids is None:
             return
         self._seeded.add(task)
@@ -196,8 +186,8 @@ class Encoder:
 
     def _shares_caches(self, n_tasks: int) -> bool:
         """Whether a call on ``n_tasks`` threads reads and fills its caches as shared ones
-        (``_caches_of``): with other threads, or with forked processes (``share_caches_with_forks``)."""
-        return n_tasks > 1 or self._fork_shared
+        (``_caches_of``): with other threads."""
+        return n_tasks > 1
 
     def _caches_of(self, caches: PieceCaches, task: int, shared: bool) -> PieceCaches:
         """Task ``task``'s caches. ``shared``: task 0's tiny, short and long caches, its own memo,

@@ -60,22 +60,18 @@ def _libc_madvise():
     return fn
 
 
-def huge_array(shape, dtype, *, min_bytes: int = 0, shared: bool = False) -> np.ndarray:
+def huge_array(shape, dtype, *, min_bytes: int = 0) -> np.ndarray:
     """A zeroed array of ``shape``/``dtype`` on huge pages (``MADV_HUGEPAGE``) when it is at least
-    ``min_bytes`` and the system offers anonymous mappings; else ``np.zeros`` (the same contract).
-    ``shared``: a ``MAP_SHARED`` mapping, which processes forked afterwards share with this one
-    (written by one, seen by all) instead of copying it at their first write; ``None`` where the
-    system offers no such mapping."""
+    ``min_bytes`` and the system offers anonymous mappings; else ``np.zeros`` (the same contract)."""
     shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
     count = int(np.prod(shape))
     nbytes = count * np.dtype(dtype).itemsize
-    if not shared and (nbytes == 0 or nbytes < min_bytes):
+    if nbytes == 0 or nbytes < min_bytes:
         return np.zeros(shape, dtype)
     try:
-        sharing = mmap.MAP_SHARED if shared else mmap.MAP_PRIVATE
-        memory = mmap.mmap(-1, max(nbytes, 1), flags=sharing | mmap.MAP_ANONYMOUS)
+        memory = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     except (AttributeError, OSError, ValueError):
-        return None if shared else np.zeros(shape, dtype)
+        return np.zeros(shape, dtype)
     try:
         memory.madvise(mmap.MADV_HUGEPAGE)
     except (AttributeError, OSError):

@@ -480,10 +480,9 @@ def compile_ahead(families, *, quiet: bool, notice: str | None = None) -> None:
     Why not here: compiling runs the real code on tiny inputs, which leaves fastenc's task threads
     and Numba's parallel threads in this process, and a process with threads must spawn its
     ``--workers`` instead of forking them (``fastenc.run.forking``): each worker then imports and
-    loads everything again, and no caches are shared (``Encoder.share_caches_with_forks``). After
-    the child, this process loads the kernels from the cache as any warm run does. Where the
-    child cannot do it (it fails, or Numba could not write the cache), this process compiles
-    them itself."""
+    loads everything again. After the child, this process loads the kernels from the cache as any
+    warm run does. Where the child cannot do it (it fails, or Numba could not write the cache),
+    this process compiles them itself."""
     cold = cold_families(families)
     if not cold:
         return

@@ -220,7 +220,7 @@ def _env(name: str, value: str):
 
 
 def map_units(task: Callable[[int], object], todo: Sequence[int], *, workers: int, threads: int, bar=None,
-              sink: "InOrder | None" = None, before_fork: Callable[[], None] | None = None) -> dict:
+              sink: "InOrder | None" = None) -> dict:
     """Run ``task(i)`` for every unit ``i`` in ``todo``: here when ``workers == 1``, else on
     ``workers`` processes of ``threads`` Numba threads each (``task`` must pickle): this one and
     ``workers - 1`` started ones (forked where that is safe, else spawned: ``fastenc.run.forking``).
@@ -230,9 +230,6 @@ def map_units(task: Callable[[int], object], todo: Sequence[int], *, workers: in
     (bench/RESULTS.md, "Session 9"). Every worker takes the next unit from the front of ``todo``
     (each started worker gets its first one before this process starts on any), so units finish
     roughly in input order and a streamed reduce (``sink``) follows close behind.
-
-    ``before_fork()``, when given, is called right before workers are forked (not when they are
-    spawned, nor for one worker): what it sets up, forked workers inherit.
 
     ``bar`` (a progress bar over units) is advanced as units finish, in any order; ``sink`` gets
     ``sink.start()`` once the workers exist and ``sink.put(i, result)`` as each unit finishes (an
@@ -252,10 +249,10 @@ def map_units(task: Callable[[int], object], todo: Sequence[int], *, workers: in
             if bar is not None:
                 bar.update(1)
         return results
-    return _map_on_pool(task, list(todo), workers, threads, bar, sink, before_fork)
+    return _map_on_pool(task, list(todo), workers, threads, bar, sink)
 
 
-def _map_on_pool(task, todo: list, workers: int, threads: int, bar, sink, before_fork) -> dict:
+def _map_on_pool(task, todo: list, workers: int, threads: int, bar, sink) -> dict:
     import concurrent.futures as cf
     import multiprocessing
 
@@ -264,8 +261,6 @@ def _map_on_pool(task, todo: list, workers: int, threads: int, bar, sink, before
     # decided here, before the feeder thread (or any other of ours) exists: the pool forks its
     # processes at the first submit, in feeder.start()
     ctx = multiprocessing.get_context(forking.start_method())
-    if before_fork is not None and ctx.get_start_method() == "fork":
-        before_fork()
     spawned = min(workers, len(todo)) - 1
     units = _Units(todo)
     results: dict = {}
@@ -435,15 +430,13 @@ def run_unit(work: WorkDir, i: int, produce: Callable[[staging.Stage], dict]) ->
 
 
 def map_phase(work: WorkDir, task: Callable[[int], object], n_units: int, *, workers: int, threads: int | None,
-              family: str, desc: str, quiet: bool, reduce_unit: Callable[[int, dict], None] | None = None,
-              before_fork: Callable[[], None] | None = None) -> list[dict]:
+              family: str, desc: str, quiet: bool, reduce_unit: Callable[[int, dict], None] | None = None) -> list[dict]:
     """Run the units whose spill does not verify yet (all of them on a fresh start), then return
     every unit's result, in input order. ``family``: the kernels to compile once, before the
     workers start (each would otherwise compile them on its own).
 
     ``reduce_unit(i, result)``: the reduce of one unit, called once per unit in input order, on a
-    thread of this process while the map runs (``InOrder``); returns when every unit is reduced.
-    ``before_fork``: ``map_units``'."""
+    thread of this process while the map runs (``InOrder``); returns when every unit is reduced."""
     from fastenc.progress import progress
 
     results = {i: work.finished(i) for i in range(n_units)}  # each spill re-read and checked once
@@ -460,7 +453,7 @@ def map_phase(work: WorkDir, task: Callable[[int], object], n_units: int, *, wor
             bar.update(n_units - len(todo))
             # a new spill's files were hashed by its commit, after they were written: that is its check
             results.update(map_units(task, todo, workers=workers, threads=worker_threads(workers, threads), bar=bar,
-                                     sink=sink, before_fork=before_fork))
+                                     sink=sink))
         if sink is not None:
             sink.finish(quiet)
     finally:

@@ -195,10 +195,8 @@ def encode_gpt2(
         with work:  # a failure before any unit finished removes it
             ctx = _context(enc, fmt, job.src, job.count_column)
             reduce = _Reduce(run, work, job.kept, part_tokens, ctx)
-            # Forked workers share this process's piece caches: each piece merged once among them all.
             map_phase(work, functools.partial(map_unit, job), len(job.src.infos), workers=workers, threads=threads,
-                      family="gpt2", desc="gpt2", quiet=quiet, reduce_unit=reduce.unit,
-                      before_fork=enc.share_caches_with_forks)
+                      family="gpt2", desc="gpt2", quiet=quiet, reduce_unit=reduce.unit)
             summary = _summary(reduce.writers, reduce.tally, job.kept, ctx, part_tokens, decode_every, job.request)
             run.stage.write_text(SUMMARY_TSV, summary_tsv(summary))
             run.publish(summary)

@@ -338,11 +338,9 @@ def encode_shards(paths, out_dir: str | os.PathLike, *, workers: int = 1, thread
                              quiet or workers > 1)
     if workers == 1 or len(paths) == 1:
         return [task(i, threads=threads) for i in range(len(paths))]
-    enc = _prepare_shared(paths[0], out_dir, options, quiet)
+    _prepare_shared(paths[0], out_dir, options, quiet)
     with progress(len(paths), unit="shard", desc="urls", quiet=quiet, unit_scale=False) as bar:
-        # Forked workers share this process's piece caches: each piece merged once among them all.
-        map_units(task, range(len(paths)), workers=workers, threads=worker_threads(workers, threads), bar=bar,
-                  before_fork=enc.share_caches_with_forks)
+        map_units(task, range(len(paths)), workers=workers, threads=worker_threads(workers, threads), bar=bar)
     return read_sidecars(paths, out_dir, shard)
 
 
@@ -385,7 +383,8 @@ def _encode_unit(paths: list, out_dir: str, shard, options: dict, quiet: bool, i
 
 def _prepare_shared(first: Path, out_dir, options: dict, quiet: bool):
     """Before the workers start: compile the kernels once, and put ``OUT/tokenizer/`` in place
-    (each worker would otherwise stage its own copy of it). Returns the Encoder."""
+    (each worker would otherwise stage its own copy of it). Returns the Encoder, loaded here so
+    that forked workers inherit it (each fills piece caches of its own: ``fastenc.encoder``)."""
     from fastenc.run.units import _compile_once
 
     _compile_once("urls", quiet)

@@ -109,6 +109,7 @@ class Encoder:
         self.kernel_classes = None if narrow_url else self.classes
         self._caches = None  # per-task piece caches, kept between calls (they only memoize)
         self._seeded = set()  # the tasks whose piece caches hold the vocabulary's tokens (_seed)
+        self._memos_ready = 0  # tasks 0.._memos_ready - 1 have an initialized memo (_task_caches)
         # One call in the kernels at a time: every call uses these caches and memos (task 0's at
         # least), and two calls at once from Python threads (a thread pool sharing the Encoder that
         # ``fastenc.load`` caches) would rewrite slots the other reads. A call uses every core anyway.
@@ -137,7 +138,10 @@ class Encoder:
 
         Room is reserved once for the most threads Numba may use (``NUMBA_NUM_THREADS``): the
         memory is anonymous and only the pages a task touches are ever backed, so this costs
-        nothing per unused thread, and changing ``numba.set_num_threads`` keeps warm caches.
+        nothing per unused thread, and changing ``numba.set_num_threads`` keeps warm caches. A
+        task's memo is initialized when the task is first used, not before: its header is on the
+        row's first page (a 2 MB huge page), and a ``--workers`` process of one thread on a
+        64-core machine would otherwise back 63 of them for nothing (126 MB a worker).
         """
         n_tasks = numba.get_num_threads()
         if self._caches is None or self._caches.short.shape[0] < n_tasks:
@@ -149,9 +153,11 @@ class Encoder:
                 _zeroed_cache_memory((room, long, LONG_WORDS)),
                 _zeroed_cache_memory((room, memo_words(ids=piece_memo_ids(self.vocab.config)))),
             )
-            for memo in self._caches.memo:
-                init_piece_memo(memo)
             self._seeded = set()
+            self._memos_ready = 0
+        for memo in self._caches.memo[self._memos_ready : n_tasks]:
+            init_piece_memo(memo)
+        self._memos_ready = max(self._memos_ready, n_tasks)
         return PieceCaches(*(tables[:n_tasks] for tables in self._caches))
 
     def thread_caches(self, task: int = 0) -> PieceCaches:

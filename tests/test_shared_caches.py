@@ -185,6 +185,36 @@ def test_the_encoder_gives_its_threads_one_set_of_caches(name, docs_fixture, tik
     assert not caches_shared(enc.thread_caches(0).memo)
 
 
+def test_a_tasks_memo_is_written_only_once_a_call_runs_that_task(docs_fixture, tiktoken_gpt2):
+    """Caches have room for every thread Numba may run, but a call of one thread (a ``--workers``
+    process) writes no other task's memo: the header of each is on a huge page of its own, which
+    stays unbacked. A later call on two threads initializes task 1's; ids as tiktoken's."""
+    import numba
+
+    from fastenc.encoder import Encoder
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("one CPU: Numba runs one thread here, so there is no other task")
+    texts = docs_fixture.column("text").to_pylist()[:60]
+    want = tiktoken_gpt2.encode_ordinary_batch(texts)
+    loaded = fastenc.load("gpt2")
+    enc = Encoder(loaded.vocab, loaded.info)
+    old = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        ids, offsets = enc.encode_batch(texts)
+        memo = enc._caches.memo
+        assert memo.shape[0] == numba.config.NUMBA_NUM_THREADS
+        assert memo[0, :8].any() and not memo[1:, :8].any()  # (reading unbacked memory backs nothing)
+        numba.set_num_threads(2)
+        ids2, offsets2 = enc.encode_batch(texts)
+    finally:
+        numba.set_num_threads(old)
+    assert memo[1, :8].any() and not memo[2:, :8].any()
+    for got, off in ((ids, offsets), (ids2, offsets2)):
+        assert [got[off[i]:off[i + 1]].tolist() for i in range(len(texts))] == want
+
+
 def test_calls_from_several_python_threads_take_turns_in_the_kernels(tiktoken_gpt2, docs_fixture):
     """Four Python threads share one Encoder (as ``fastenc.load`` hands out one per vocabulary),
     each at one Numba thread, so each call is one task on task 0's caches: the calls' kernel runs

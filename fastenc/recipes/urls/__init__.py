@@ -338,7 +338,7 @@ def encode_shards(paths, out_dir: str | os.PathLike, *, workers: int = 1, thread
                              quiet or workers > 1)
     if workers == 1 or len(paths) == 1:
         return [task(i, threads=threads) for i in range(len(paths))]
-    _prepare_shared(paths[0], out_dir, options, quiet)
+    _prepare_shared(out_dir, options, quiet)
     with progress(len(paths), unit="shard", desc="urls", quiet=quiet, unit_scale=False) as bar:
         map_units(task, range(len(paths)), workers=workers, threads=worker_threads(workers, threads), bar=bar)
     return read_sidecars(paths, out_dir, shard)
@@ -381,10 +381,10 @@ def _encode_unit(paths: list, out_dir: str, shard, options: dict, quiet: bool, i
     return encode_shard(paths[i], out_dir, shard=shard, threads=threads, quiet=quiet, **options)
 
 
-def _prepare_shared(first: Path, out_dir, options: dict, quiet: bool):
-    """Before the workers start: compile the kernels once, and put ``OUT/tokenizer/`` in place
-    (each worker would otherwise stage its own copy of it). Returns the Encoder, loaded here so
-    that forked workers inherit it (each fills piece caches of its own: ``fastenc.encoder``)."""
+def _prepare_shared(out_dir, options: dict, quiet: bool) -> None:
+    """Before the workers start: compile the kernels once, load the Encoder (forked workers
+    inherit it; each fills piece caches of its own, ``fastenc.encoder``), and put
+    ``OUT/tokenizer/`` in place (each worker would otherwise stage its own copy of it)."""
     from fastenc.run.units import _compile_once
 
     _compile_once("urls", quiet)
@@ -395,7 +395,7 @@ def _prepare_shared(first: Path, out_dir, options: dict, quiet: bool):
     out.mkdir(parents=True, exist_ok=True)
     with staging.out_lock(out):  # a writer of OUT like any shard's run: another may be swapping OUT now
         if _check_tokenizer_dir(out, enc.sha256):
-            return enc
+            return
         stage = staging.Stage(out / staging.temp_name(""))
         try:
             _copy_tokenizer(tok_src, stage)
@@ -403,7 +403,6 @@ def _prepare_shared(first: Path, out_dir, options: dict, quiet: bool):
             staging._rename(stage.dir / TOKENIZER_DIR, out / TOKENIZER_DIR)
         finally:
             stage.discard()
-    return enc
 
 
 class _Job(NamedTuple):

@@ -68,6 +68,34 @@ def run_tasks(fn, count: int) -> None:
         raise error
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask: ``taskset``, a cgroup's cpuset)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no affinity call on this platform
+        return max(1, os.cpu_count() or 1)
+
+
+def each_on_threads(fn, items) -> None:
+    """``fn(item)`` for every item, on up to one thread per usable CPU; returns when all are done
+    and re-raises the first error (after the others have finished). For I/O-bound work on
+    independent files (each gpt2 bucket's part, each unit's spill folder) whose calls release the
+    GIL: a run's last steps then use every core the map used. Threads of their own, started and
+    joined here, not ``run_tasks``' pool: the encoder's tasks never queue behind file I/O, and no
+    thread outlives the call."""
+    items = list(items)
+    threads = min(len(items), usable_cpus())
+    if threads <= 1:
+        for item in items:
+            fn(item)
+        return
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fastenc-io") as pool:
+        futures = [pool.submit(fn, item) for item in items]
+    errors = [f.exception() for f in futures if f.exception() is not None]
+    if errors:
+        raise errors[0]
+
+
 def read_only(data):
     """A read-only view of ``data``. Numba compiles a kernel once per distinct argument type, and
     read-only is a type of its own: Arrow buffers are read-only, so the kernels' byte inputs are

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from fastenc.errors import InputError
+from fastenc.tasks import usable_cpus
 
 # CPU seconds to compile each family from an empty cache, measured on a 2-core AMD EPYC
 # (bench/RESULTS.md, "Start-up"); only used for the "~N s" of the notice. "encoder" re-measured after
@@ -371,13 +372,6 @@ def _start_helper(parts: list[str]):
     return _warmup_process(["--quiet", *(a for part in parts for a in ("--part", part))], stderr=subprocess.DEVNULL)
 
 
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 class _Ticker:
     """Redraws a progress bar while Numba compiles, so that its clock runs: every second on a
     terminal, every 10 s in a log (like the recipes' bars, so logs stay short)."""
@@ -418,7 +412,7 @@ def compile_families(families, *, quiet: bool = False, jobs: int | None = None) 
     counts the families. (Before a run, ``compile_ahead`` calls this in a process of its own.)"""
     from fastenc.progress import progress
 
-    jobs = min(2, _cpus()) if jobs is None else jobs
+    jobs = min(2, usable_cpus()) if jobs is None else jobs
     families = sorted(dict.fromkeys(families), key=list(FAMILIES).index)
     encoder = any(f in ENCODER_FAMILIES for f in families)
     helper_parts = (["bpe"] if encoder else []) + (["url-side"] if "urls" in families else [])
@@ -552,7 +546,7 @@ def prepare(command: str, args) -> None:
     if not cold:
         return
     quiet = bool(getattr(args, "quiet", False))
-    jobs = min(2, _cpus())
+    jobs = min(2, usable_cpus())
     seconds = sum(ESTIMATED_SECONDS[f] for f in cold) / (1.6 if jobs > 1 else 1.0)
     notice = (f"fastenc: compiling kernels (first run on this machine, ~{max(5, round(seconds, -1)):.0f} s); "
               "they are cached for later runs (`fastenc warmup` does this ahead of time)")

@@ -163,6 +163,38 @@ def test_a_fault_at_any_step_publishes_nothing_and_a_rerun_finishes(name, refere
         assert snapshot(out) == want, f"rerun after a fault at {hook.fired}"
 
 
+def run_gpt2_buckets(out: Path) -> dict:
+    """Six buckets of several parts each: the reduce writes and closes them on a thread per core."""
+    from fastenc.recipes.gpt2 import encode_gpt2
+
+    return encode_gpt2([DATA / "docs_fixture.parquet"], out, part_tokens=20_000, buckets="b0,b1,b2,b3,b4,b5",
+                       decode_every=10**6, quiet=True)
+
+
+def test_a_fault_in_any_buckets_thread_publishes_nothing_and_a_rerun_finishes(tmp_path):
+    """gpt2's buckets are reduced and closed concurrently (``fastenc.tasks.each_on_threads``): a
+    full disk met by one bucket's thread, whichever step of whichever bucket comes k-th, fails the
+    run with its one-line error while the others finish theirs; nothing is published and nothing is
+    left, and a plain rerun finishes identical."""
+    ref = tmp_path / "ref" / "out"
+    rec = faults.Recorder()
+    with faults.inject(rec):
+        run_gpt2_buckets(ref)
+    want = snapshot(ref)
+    assert len({p.parent for op, p in rec.steps if op == "fsync" and p.suffix == ".bin"}) == 6
+    points = fault_points(rec.steps)
+    for k in points[:: max(1, len(points) // 10)]:
+        out = tmp_path / f"f{k}" / "out"
+        hook = faults.FailAt(k, OSError(errno.ENOSPC, "No space left on device"))
+        with faults.inject(hook), pytest.raises(OutputError, match="No space left on device"):
+            run_gpt2_buckets(out)
+        assert hook.fired is not None
+        assert_complete_or_absent(out, want, {})
+        assert temporaries(out.parent) == [], f"fault at {hook.fired}"
+        run_gpt2_buckets(out)
+        assert snapshot(out) == want, f"rerun after a fault at {hook.fired}"
+
+
 def renames_of(steps: list) -> int:
     """Renames and exchanges: each is followed by a ``RENAMED`` step."""
     return sum(op in COMMITS for op, _ in steps)

@@ -2,7 +2,9 @@
 the same results as the references, for any number of tasks."""
 from __future__ import annotations
 
+import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ import xxhash
 
 from fastenc.url_canonical import canonical
 from fastenc.recipes.urls.threads import canonical_batch, copy_spans, gather_spans, hash_batch, plan_spans, sort_by_hash
-from fastenc.tasks import read_only, run_tasks
+from fastenc.tasks import each_on_threads, read_only, run_tasks, usable_cpus
 
 URLS = ["https://www.example.com/a?b#c", "", "http://x:1.y/", "ftp://[::1]/f", "https://日本.example.jp/ページ",
         "http://a.b.c.d.e/", "no scheme at all", "https://com.example.www/"]
@@ -119,6 +121,47 @@ def test_run_tasks_runs_every_task_and_reraises_after_all_finished():
     assert sorted(seen) == [0, 1, 2, 3, 4]
     run_tasks(task, 0)  # nothing to do
     assert len(seen) == 5
+
+
+def test_each_on_threads_runs_every_item_once_and_reraises_after_all_finished():
+    seen, lock = [], threading.Lock()
+
+    def fn(item):
+        with lock:
+            seen.append(item)
+        if item in ("c", "e"):
+            raise ValueError(f"item {item}")
+
+    with pytest.raises(ValueError, match="item c"):  # the first error in the items' order
+        each_on_threads(fn, "abcdef")
+    assert sorted(seen) == list("abcdef")
+    each_on_threads(fn, [])
+    assert len(seen) == 6
+
+
+def test_each_on_threads_uses_at_most_one_thread_per_usable_cpu():
+    n = usable_cpus()
+    live, most, lock = [0], [0], threading.Lock()
+
+    def fn(item):
+        with lock:
+            live[0] += 1
+            most[0] = max(most[0], live[0])
+        time.sleep(0.05)  # I/O: the GIL is free, the others run meanwhile
+        with lock:
+            live[0] -= 1
+
+    each_on_threads(fn, range(3 * n))
+    assert most[0] <= n and (n == 1 or most[0] > 1)
+    if hasattr(os, "sched_setaffinity"):
+        mask = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {min(mask)})  # one usable CPU: the items run in this thread, in order
+        try:
+            order = []
+            each_on_threads(lambda i: order.append((i, threading.current_thread() is threading.main_thread())), range(5))
+            assert order == [(i, True) for i in range(5)]
+        finally:
+            os.sched_setaffinity(0, mask)
 
 
 def test_read_only_is_a_view():

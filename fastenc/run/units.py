@@ -147,6 +147,15 @@ class WorkDir:
         staging._rename(stage.dir, final)
 
     def remove(self) -> None:
+        """Delete the work folder: its unit folders on a thread per core (deleting a spill frees its
+        page cache, ~5 ms per 22 MB file here), then the rest."""
+        from fastenc.tasks import each_on_threads
+
+        try:
+            units = [d for d in self.dir.iterdir() if d.is_dir()]
+        except OSError:
+            units = []
+        each_on_threads(lambda d: shutil.rmtree(d, ignore_errors=True), units)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> "WorkDir":

@@ -53,6 +53,7 @@ from fastenc.errors import UsageError, VerificationError
 from fastenc.progress import format_bytes, format_rate, summary_line
 from fastenc.run import OutputSpec, Run, make_request
 from fastenc.run.units import WorkDir, check_workers, map_phase, run_unit
+from fastenc.tasks import each_on_threads
 # The format's names are re-exported here too: ``fastenc.recipes.gpt2`` stays the one import
 # for callers (tests, bench, ``fastenc verify``, which calls ``verify_output`` from this module).
 from fastenc.recipes.gpt2.format import (  # noqa: F401  (re-exports)
@@ -369,7 +370,10 @@ class _Reduce:
     ``unit(si, result)`` is called for every unit in input order, while the map runs
     (``fastenc.run.units.InOrder``). Each unit's part data is also written to disk (fdatasync)
     right away, so that a part's fsync when it closes (often at the end: one part per bucket on
-    a small input) has little left to write."""
+    a small input) has little left to write. The buckets are independent files: each unit's
+    buckets, and the parts' closing checks at the end, run on a thread per core
+    (``each_on_threads``): what is left after the map (the last units' reduce, closing and
+    re-reading every part) then uses every core instead of one (bench/RESULTS.md, session 29)."""
 
     def __init__(self, run, work, kept, part_tokens: int, ctx: dict):
         self.work, self.kept = work, kept
@@ -378,14 +382,21 @@ class _Reduce:
 
     def unit(self, si: int, r: dict) -> None:
         self.tally.add(r["tally"])
-        for b in self.kept:
+
+        def bucket(b: int) -> None:
             self.writers[b].write_spill(si, self.work.unit_dir(si), r["buckets"][BUCKETS[b]], r["count_checked"])
-        for w in self.writers.values():
-            w.write_back()
+            self.writers[b].write_back()
+
+        each_on_threads(bucket, self.kept)
 
 
 def _summary(writers, tally: _Tally, kept, ctx, part_tokens, decode_every, request) -> dict:
-    results = {b: w.finish() for b, w in writers.items()}
+    results = {}
+
+    def close(b: int) -> None:
+        results[b] = writers[b].finish()
+
+    each_on_threads(close, writers)
     bucket_info = {}
     for b, name in enumerate(BUCKETS):
         r = results.get(b)

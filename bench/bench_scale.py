@@ -1,7 +1,7 @@
 """Whole datasets (docs/scale.md): 1 vs N workers, and the reduce phase's share of a run.
 
     python bench/bench_scale.py [--urls ../shared/data/urls/urls.parquet] [--docs ../shared/data/text/docs.parquet]
-                                [--shards 8] [--copies 13] [--workers 1 2] [--work DIR] [--rounds 3]
+                                [--shards 8] [--copies 13] [--doc-copies 16] [--workers 2] [--work DIR] [--rounds 3]
 
 - URLs: ``--shards`` shards of ~``rows x copies / shards`` URLs each (8 x ~1.03 M by default),
   made from the real corpus: every URL is repeated ``--copies`` times with a query suffix
@@ -186,12 +186,15 @@ def main() -> None:
     p.add_argument("--docs", type=Path, default=SHARED / "text" / "docs.parquet")
     p.add_argument("--shards", type=int, default=8, help="a power of two")
     p.add_argument("--copies", type=int, default=13, help="copies of each URL (13: 8 shards of ~1.03 M URLs)")
-    p.add_argument("--doc-copies", type=int, default=1, help="copies of the docs corpus cut into the 8 gpt2 files")
+    p.add_argument("--doc-copies", type=int, default=16,
+                   help="copies of the docs corpus cut into the 8 gpt2 files (16: ~13,250 documents, ~190 MB of text a "
+                        "file, ~1.4 s of one core each, the URL shards' size in work; at 4 a file takes ~0.35 s and "
+                        "the run's fixed costs, start-up and the last steps, weigh four times as much)")
     p.add_argument("--workers", type=int, nargs="+", default=[2], help="worker counts to run besides one process")
     p.add_argument("--work", type=Path, default=Path("/tmp/fastenc-bench-scale"))
     p.add_argument("--only", choices=["urls", "gpt2"], default=None)
     p.add_argument("--in-process", action="store_true", help="every run in this process, one after another")
-    p.add_argument("--rounds", type=int, default=1,
+    p.add_argument("--rounds", type=int, default=3,
                    help="run every plan this many times, alternating (medians, and the speed-ups of each round)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()

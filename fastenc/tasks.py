@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -89,9 +89,15 @@ def each_on_threads(fn, items) -> None:
         for item in items:
             fn(item)
         return
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fastenc-io") as pool:
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fastenc-io")
+    try:
         futures = [pool.submit(fn, item) for item in items]
-    errors = [f.exception() for f in futures if f.exception() is not None]
+        wait(futures)
+    finally:
+        # also on Ctrl-C while waiting: the items not started are dropped, and the running ones
+        # finish before the caller goes on to delete what they write into (a run's staging folder)
+        pool.shutdown(wait=True, cancel_futures=True)
+    errors = [f.exception() for f in futures if not f.cancelled() and f.exception() is not None]
     if errors:
         raise errors[0]
 

@@ -3,6 +3,7 @@ the same results as the references, for any number of tasks."""
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 
@@ -162,6 +163,25 @@ def test_each_on_threads_uses_at_most_one_thread_per_usable_cpu():
             assert order == [(i, True) for i in range(5)]
         finally:
             os.sched_setaffinity(0, mask)
+
+
+@pytest.mark.skipif(usable_cpus() < 2, reason="one usable CPU: the items run in the calling thread, nothing to wait for")
+def test_each_on_threads_interrupted_lets_the_running_items_finish_first():
+    """Ctrl-C while the calling thread waits: KeyboardInterrupt, but only once the items already
+    running are done (they write into a staging folder that the caller deletes next)."""
+    done = []
+
+    def fn(i):
+        if i == 0:
+            time.sleep(0.05)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        time.sleep(0.3)
+        done.append(i)
+
+    assert threading.current_thread() is threading.main_thread()
+    with pytest.raises(KeyboardInterrupt):
+        each_on_threads(fn, range(2))
+    assert sorted(done) == [0, 1]
 
 
 def test_read_only_is_a_view():

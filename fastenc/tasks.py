@@ -77,29 +77,38 @@ def usable_cpus() -> int:
 
 
 def each_on_threads(fn, items) -> None:
-    """``fn(item)`` for every item, on up to one thread per usable CPU; returns when all are done
-    and re-raises the first error (after the others have finished). For I/O-bound work on
-    independent files (each gpt2 bucket's part, each unit's spill folder) whose calls release the
-    GIL: a run's last steps then use every core the map used. Threads of their own, started and
-    joined here, not ``run_tasks``' pool: the encoder's tasks never queue behind file I/O, and no
-    thread outlives the call."""
+    """``fn(item)`` for every item, on up to one thread per usable CPU (one CPU: in this thread, in
+    order); returns when all are done and then re-raises the first error in the items' order. For
+    I/O-bound work on independent files (each gpt2 bucket's part, each unit's spill folder) whose
+    calls release the GIL: a run's last steps then use every core the map used. Threads of their
+    own, started and joined here, not ``run_tasks``' pool: the encoder's tasks never queue behind
+    file I/O, and no thread outlives the call."""
     items = list(items)
     threads = min(len(items), usable_cpus())
     if threads <= 1:
-        for item in items:
-            fn(item)
-        return
-    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fastenc-io")
+        outcomes = [_call(fn, item) for item in items]
+    else:
+        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fastenc-io")
+        try:
+            futures = [pool.submit(_call, fn, item) for item in items]
+            wait(futures)
+        finally:
+            # also on Ctrl-C while waiting: the items not started are dropped, and the running ones
+            # finish before the caller goes on to delete what they write into (a run's staging folder)
+            pool.shutdown(wait=True, cancel_futures=True)
+        outcomes = [f.result() for f in futures]  # (an item's KeyboardInterrupt is raised here)
+    error = next((e for e in outcomes if e is not None), None)
+    if error is not None:
+        raise error
+
+
+def _call(fn, item) -> Exception | None:
+    """``fn(item)``'s error, or None (Ctrl-C and exits are raised, not kept)."""
     try:
-        futures = [pool.submit(fn, item) for item in items]
-        wait(futures)
-    finally:
-        # also on Ctrl-C while waiting: the items not started are dropped, and the running ones
-        # finish before the caller goes on to delete what they write into (a run's staging folder)
-        pool.shutdown(wait=True, cancel_futures=True)
-    errors = [f.exception() for f in futures if not f.cancelled() and f.exception() is not None]
-    if errors:
-        raise errors[0]
+        fn(item)
+    except Exception as exc:
+        return exc
+    return None
 
 
 def read_only(data):

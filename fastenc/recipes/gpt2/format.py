@@ -12,6 +12,7 @@ the dataset card ``gpt2-long-context.md``::
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
@@ -223,13 +224,21 @@ def _scan_idx(idx_path: Path, lo: int, hi: int | None, buf: bytearray, out: dict
     return steps.count, steps.first, last, steps.non_inc, steps.outside
 
 
+#: numpy parses a .npy header with ``ast.literal_eval``, and CPython 3.11 keeps the AST
+#: constructor's recursion depth per interpreter, not per thread: two threads parsing at once can
+#: fail with "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905). The
+#: parts are closed and checked on a thread per core (gpt2's reduce): one header at a time.
+_NPY_HEADER_LOCK = threading.Lock()
+
+
 def _npy_header(f, name: str, problems: list) -> tuple | None:
     """The shape from a version 1.0 .npy header (the file is left at the data); None if unreadable."""
     try:
         version = npy_format.read_magic(f)
         if version != (1, 0):
             raise ValueError(f"npy format version {version}, expected (1, 0)")
-        shape, fortran, dtype = npy_format.read_array_header_1_0(f)
+        with _NPY_HEADER_LOCK:
+            shape, fortran, dtype = npy_format.read_array_header_1_0(f)
     except (ValueError, OSError) as exc:
         problems.append(f"{name} is not a valid .npy file ({exc})")
         return None

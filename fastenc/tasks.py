@@ -7,6 +7,9 @@ again), which measured ~10 s of extra first-run compile per big kernel on 2 core
 RESULTS.md, "Start-up"). The task loops here are coarse (one byte-balanced run of the batch per
 thread), so plain threads calling a ``nogil`` kernel run them just as fast, and the kernels are
 compiled once. The result never depends on the number of tasks.
+
+Also here, for work that is not a kernel: ``each_on_threads``, independent file I/O (a recipe's
+buckets, its spill folders) on a thread per usable CPU (``usable_cpus``).
 """
 from __future__ import annotations
 

@@ -197,11 +197,11 @@ def worker_threads(workers: int, threads: int | None) -> int:
     return max(1, min(threads or cores, cores // workers))
 
 
-def _init_worker(threads: int) -> None:
+def _init_worker(threads: int, count=None, workers: int = 1) -> None:
     # Ctrl-C goes to the whole process group: the parent alone reports it (one line) and stops
     # the workers; a worker printing its own traceback would bury that line.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from fastenc.run import faults
+    from fastenc.run import elastic, faults
 
     faults.install_from_env()  # a drill's or a test's fault, in this worker (docs/atomic-output.md)
     from fastenc.run.process import kernels_only_process
@@ -212,6 +212,8 @@ def _init_worker(threads: int) -> None:
 
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     pyarrow.set_cpu_count(threads)  # parquet decoding too: N workers share the cores, not N x cores
+    if count is not None:
+        elastic.attach(count, workers, threads)  # idle workers' cores, lent at the map's end
 
 
 @contextlib.contextmanager
@@ -265,24 +267,27 @@ def _map_on_pool(task, todo: list, workers: int, threads: int, bar, sink) -> dic
     import concurrent.futures as cf
     import multiprocessing
 
-    from fastenc.run import forking
+    from fastenc.run import elastic, forking
 
     # decided here, before the feeder thread (or any other of ours) exists: the pool forks its
     # processes at the first submit, in feeder.start()
     ctx = multiprocessing.get_context(forking.start_method())
     spawned = min(workers, len(todo)) - 1
     units = _Units(todo)
+    count = elastic.MapCount(ctx, len(todo))
     results: dict = {}
     with _env("NUMBA_NUM_THREADS", str(threads)):
-        pool = cf.ProcessPoolExecutor(max_workers=spawned, mp_context=ctx, initializer=_init_worker, initargs=(threads,))
-        feeder = _Feeder(pool, task, units, bar, sink)
+        pool = cf.ProcessPoolExecutor(max_workers=spawned, mp_context=ctx, initializer=_init_worker,
+                                      initargs=(threads, count.shared, spawned + 1))
+        feeder = _Feeder(pool, task, units, bar, sink, count)
         try:
             feeder.start(spawned)  # the workers are started (forked) here, before any thread of ours
             if sink is not None:
                 sink.start()
-            with _threads(threads):
+            with _threads(threads), elastic.attached(count.shared, spawned + 1, threads):
                 while feeder.failure is None and (i := units.next()) is not None:
                     results[i] = task(i)
+                    count.finished()
                     feeder.advance(i, results[i])
             feeder.join()
             if feeder.failure is not None:
@@ -322,10 +327,11 @@ class _Feeder:
     unit from the front is submitted. A worker's error, or its death, is kept in ``failure`` and
     stops the feeding."""
 
-    def __init__(self, pool, task, units: _Units, bar, sink):
+    def __init__(self, pool, task, units: _Units, bar, sink, count):
         import threading
 
         self.pool, self.task, self.units, self.bar, self.sink = pool, task, units, bar, sink
+        self.count = count  # the map's unfinished units (fastenc.run.elastic)
         self.results: dict = {}
         self.failure: BaseException | None = None
         self.stopping = False
@@ -367,6 +373,7 @@ class _Feeder:
             for f in done:
                 if f.cancelled():
                     continue
+                self.count.finished()
                 error = f.exception()
                 if error is not None:
                     if self.failure is None:

@@ -52,6 +52,7 @@ from fastenc.arrow_io import as_input_list, check_batch_bytes, inspect_inputs, r
 from fastenc.errors import UsageError, VerificationError
 from fastenc.progress import format_bytes, format_rate, summary_line
 from fastenc.run import OutputSpec, Run, make_request
+from fastenc.run.elastic import adjust
 from fastenc.run.units import WorkDir, check_workers, map_phase, run_unit
 from fastenc.tasks import each_on_threads
 # The format's names are re-exported here too: ``fastenc.recipes.gpt2`` stays the one import
@@ -334,6 +335,7 @@ def _encode_file(job: _Job, si: int, enc, fmt, stage) -> dict:
     reader = Prefetch(iter_source([src.infos[si]], [src.count_columns[si]], job.batch_bytes, job.skip_nulls))
     try:
         for _, batch, expected, invalid_utf8 in reader:
+            adjust()  # a --workers worker takes its share of the cores of workers already done
             ids, id_off = enc.encode_arrays(batch.data, batch.offsets)
             tally.invalid_utf8 += invalid_utf8
             counts = np.diff(id_off)

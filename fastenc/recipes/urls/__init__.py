@@ -65,6 +65,7 @@ from fastenc.arrow_io import invalid_utf8_count, read_column_rows, resolve_input
 from fastenc.errors import InputError, VerificationError, UsageError
 from fastenc.progress import format_bytes, progress, summary_line
 from fastenc.run import OutputSpec, Run, make_request
+from fastenc.run.elastic import adjust
 from fastenc.run.units import check_workers, file_xxh3, map_units, worker_threads
 
 # The recipe's stages live in modules of their own; the names are imported here so that this
@@ -178,6 +179,7 @@ def _encode_pass(path: Path, column: str, enc, shard: int, num_shards: int, shar
         nulls += batch.nulls
         t1 = time.perf_counter()
         seconds["read"] += t1 - t
+        adjust()  # a --workers worker takes its share of the cores of workers already done
         if k:
             h = hash_batch(data, offsets)
             hashes[n : n + k] = h
@@ -526,9 +528,12 @@ def _verify_bin(job: _Job, p: _Pass, o: _Order, bin_file, watch, spans, n_tokens
 
 
 def _sort_write_verify(job: _Job, stage, p: _Pass, chunk_urls: int, request: dict) -> dict:
-    """Stages 2-4; returns the sidecar."""
+    """Stages 2-4, each on the threads ``adjust()`` gives it; returns the sidecar."""
+    adjust()
     o = _sort(job, p)
+    adjust()
     bin_file, watch, spans, digest, n_tokens = _write_bin(job, stage, p, o, chunk_urls)
+    adjust()
     check, read_back = _verify_bin(job, p, o, bin_file, watch, spans, n_tokens)
     return _sidecar(job, p, o, n_tokens, digest, check, read_back, request)
 

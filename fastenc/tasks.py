@@ -9,7 +9,8 @@ thread), so plain threads calling a ``nogil`` kernel run them just as fast, and 
 compiled once. The result never depends on the number of tasks.
 
 Also here, for work that is not a kernel: ``each_on_threads``, independent file I/O (a recipe's
-buckets, its spill folders) on a thread per usable CPU (``usable_cpus``).
+buckets, its spill folders) on a thread per usable CPU (``usable_cpus``), and ``Behind``, a
+caller's writes in order on a thread of their own while it goes on.
 """
 from __future__ import annotations
 
@@ -103,6 +104,36 @@ def each_on_threads(fn, items) -> None:
     error = next((e for e in outcomes if e is not None), None)
     if error is not None:
         raise error
+
+
+class Behind:
+    """Calls run in order on a thread of their own, one at most behind the caller, which goes on
+    meanwhile (the gpt2 map spills batch k while it encodes batch k + 1). ``submit(fn, *args)``
+    first waits for the previous call and re-raises its error; ``finish()`` waits for the last one
+    likewise; ``close()`` (in a ``finally``) waits for a call still running, also on Ctrl-C, and
+    raises nothing: nothing of it writes after the caller cleans up. No thread outlives ``close()``.
+    ``inline``: each call runs in ``submit``, in the caller's thread (where no core is left for
+    another thread, the hand-offs only cost)."""
+
+    def __init__(self, name: str, inline: bool = False):
+        self._pool = None if inline else ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._last = None
+
+    def submit(self, fn, *args) -> None:
+        if self._pool is None:
+            fn(*args)
+            return
+        self.finish()
+        self._last = self._pool.submit(fn, *args)
+
+    def finish(self) -> None:
+        last, self._last = self._last, None
+        if last is not None:
+            last.result()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _call(fn, item) -> Exception | None:

@@ -58,6 +58,16 @@ def test_a_worker_grows_as_units_finish_and_never_past_the_budget(workers, threa
     assert after == seen[-1][1]
 
 
+def test_one_of_many_only_while_attached_to_a_map_of_several_workers():
+    count = ctypes.c_int(3)
+    assert not elastic.one_of_many()
+    with elastic.attached(count, 2, 1):
+        assert elastic.one_of_many()
+    with elastic.attached(count, 1, 2):
+        assert not elastic.one_of_many()  # one worker: the cores are all its own
+    assert not elastic.one_of_many()
+
+
 def test_adjust_outside_a_map_phase_does_nothing():
     def probe():
         numba.set_num_threads(1)

@@ -13,7 +13,7 @@ import xxhash
 
 from fastenc.url_canonical import canonical
 from fastenc.recipes.urls.threads import canonical_batch, copy_spans, gather_spans, hash_batch, plan_spans, sort_by_hash
-from fastenc.tasks import each_on_threads, read_only, run_tasks, usable_cpus
+from fastenc.tasks import Behind, each_on_threads, read_only, run_tasks, usable_cpus
 
 URLS = ["https://www.example.com/a?b#c", "", "http://x:1.y/", "ftp://[::1]/f", "https://日本.example.jp/ページ",
         "http://a.b.c.d.e/", "no scheme at all", "https://com.example.www/"]
@@ -182,6 +182,69 @@ def test_each_on_threads_interrupted_lets_the_running_items_finish_first():
     with pytest.raises(KeyboardInterrupt):
         each_on_threads(fn, range(2))
     assert sorted(done) == [0, 1]
+
+
+def test_behind_runs_calls_in_order_one_behind_the_caller():
+    log = []
+
+    def call(k):
+        time.sleep(0.02 if k % 2 else 0)  # odd calls slower: the next one still waits for them
+        log.append(("call", k, threading.current_thread() is threading.main_thread()))
+
+    behind = Behind("test")
+    try:
+        for k in range(6):
+            behind.submit(call, k)
+            log.append(("caller", k, True))
+            # the caller is never more than one call ahead: every call before k has finished
+            assert [e[1] for e in log if e[0] == "call"][:k] == list(range(k))
+        behind.finish()
+    finally:
+        behind.close()
+    assert [e[1] for e in log if e[0] == "call"] == list(range(6))
+    assert not any(e[2] for e in log if e[0] == "call")  # on a thread of their own
+
+
+def test_behind_reraises_a_calls_error_at_the_next_submit_or_finish():
+    def fail(k):
+        raise OSError(28, f"No space left on device ({k})")
+
+    ran = []
+    behind = Behind("test")
+    try:
+        behind.submit(fail, 1)
+        with pytest.raises(OSError, match=r"\(1\)"):
+            behind.submit(ran.append, 2)  # the error stops the caller before this call is queued
+        behind.finish()  # nothing left
+        behind.submit(ran.append, 3)
+        behind.submit(fail, 4)
+        with pytest.raises(OSError, match=r"\(4\)"):
+            behind.finish()
+    finally:
+        behind.close()
+    assert ran == [3]
+
+
+def test_behind_inline_runs_each_call_in_submit_in_the_callers_thread():
+    log = []
+    behind = Behind("test", inline=True)
+    try:
+        behind.submit(lambda k: log.append((k, threading.current_thread() is threading.main_thread())), 1)
+        assert log == [(1, True)]  # done before submit returned
+        with pytest.raises(ValueError):
+            behind.submit(int, "not a number")
+        behind.finish()
+    finally:
+        behind.close()
+
+
+def test_behind_close_waits_for_a_running_call_and_leaves_no_thread():
+    done = []
+    behind = Behind("fastenc-test-behind")
+    behind.submit(lambda: (time.sleep(0.3), done.append(1)))
+    behind.close()  # (as in a finally after Ctrl-C: the call is not awaited by finish)
+    assert done == [1]
+    assert not any(t.name.startswith("fastenc-test-behind") for t in threading.enumerate())
 
 
 def test_read_only_is_a_view():

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
-__all__ = ["MapCount", "attach", "detach", "attached", "adjust"]
+__all__ = ["MapCount", "attach", "detach", "attached", "adjust", "one_of_many"]
 
 _count = None  # the shared count of unfinished units (a ctypes int), while this process is a map worker
 _budget = 0  # threads of all the map's workers together
@@ -59,6 +59,11 @@ def attached(shared, workers: int, threads: int):
         yield
     finally:
         detach()
+
+
+def one_of_many() -> bool:
+    """Whether this process is now one of several map workers, among which the cores are shared out."""
+    return _count is not None and _workers > 1
 
 
 def adjust() -> None:

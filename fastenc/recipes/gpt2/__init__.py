@@ -334,7 +334,7 @@ def _encode_file(job: _Job, si: int, enc, fmt, stage) -> dict:
     is_kept[job.kept] = True
     reader = Prefetch(iter_source([src.infos[si]], [src.count_columns[si]], job.batch_bytes, job.skip_nulls))
     # A batch's runs are spilled on a thread while the next batch is encoded: one process on every
-    # core, 7.58 -> 7.06 s for docs x 16 (1 x 1 8.63 -> 7.85), bench/RESULTS.md, session 30. Not in
+    # core, 7.58 -> 7.05 s for docs x 16 (1 x 1 8.58 -> 7.85), bench/RESULTS.md, session 30. Not in
     # one of several --workers: there the cores are the other workers', and the hand-offs cost ~1%.
     spilled = Behind("fastenc-gpt2-spill", inline=one_of_many())
     try:

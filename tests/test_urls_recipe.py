@@ -318,6 +318,17 @@ def test_empty_and_very_long_urls(tmp_path):
     assert verify_dir(tmp_path / "o", [src])["ok"]
 
 
+@pytest.mark.parametrize("block", [1, 3, 4096, 1 << 18])
+def test_the_verify_stage_counts_every_zero_whatever_its_block(tmp_path, block):
+    # zeros on both sides of every block edge, and a file that does not end on one
+    tokens = np.random.default_rng(block).integers(0, 5, 3 * 4096 + 7).astype("<u2")
+    tokens[[0, 4095, 4096, -1]] = 0
+    path = tmp_path / "t.bin"
+    tokens.tofile(path)
+    assert recipe.count_tokens_equal(path, 0, block=block) == int((tokens == 0).sum())
+    assert recipe.count_tokens_equal(path, 4, block=block) == int((tokens == 4).sum())
+
+
 IRREVERSIBLE = ["https://x:1.y/", "http://host:8080.evil.example/p", "https://a.[b/p", "http://:1.2.3.4"]
 
 

@@ -423,10 +423,13 @@ class ColumnChunk(NamedTuple):
     num_rows: int  # rows of the file this chunk covered (nulls included)
 
 
-def iter_column_chunks(path: str | os.PathLike, column: str = "url", *, skip_nulls: bool = False) -> Iterator[ColumnChunk]:
+def iter_column_chunks(path: str | os.PathLike, column: str = "url", *, skip_nulls: bool = False,
+                       max_rows: int | None = None) -> Iterator[ColumnChunk]:
     """Stream ``column`` of one parquet file as ``ColumnChunk``s, in file order (row groups decoded
     two at a time in background threads: the URL recipe reads whole shards this way). Nulls raise
-    ``InputError`` (file, column, row) unless ``skip_nulls``."""
+    ``InputError`` (file, column, row) unless ``skip_nulls``. ``max_rows``: an Arrow chunk longer
+    than that is handed out in slices of at most ``max_rows`` values (views of its buffers), so
+    that what a caller derives per chunk stays small whatever the file's row groups."""
     path = Path(path)
     pf, _, _ = open_column(path, column, allow_binary=True)
     md = pf.metadata
@@ -443,11 +446,27 @@ def iter_column_chunks(path: str | os.PathLike, column: str = "url", *, skip_nul
                 rows = row + np.flatnonzero(valid)
                 arr = arr.drop_null()
             data, offs = arrow_to_flat(arr)
-            yield ColumnChunk(data, offs, row, rows, nulls, m)
+            yield from _slices(ColumnChunk(data, offs, row, rows, nulls, m), max_rows)
             row += m
         del table
     if row != md.num_rows:
         raise InputError(f"{path}: read {row} rows but its footer says {md.num_rows}: is the file being written?")
+
+
+def _slices(chunk: ColumnChunk, max_rows: int | None) -> Iterator[ColumnChunk]:
+    """``chunk`` in slices of at most ``max_rows`` values (all of it when None); the first slice
+    carries the chunk's nulls, and the slices' ``num_rows`` add up to the chunk's."""
+    n = len(chunk.offsets) - 1
+    if max_rows is None or n <= max_rows:
+        yield chunk
+        return
+    offs = chunk.offsets
+    for a in range(0, n, max_rows):
+        b = min(n, a + max_rows)
+        nulls = chunk.nulls if a == 0 else 0
+        rows = None if chunk.rows is None else chunk.rows[a:b]
+        first = chunk.first_row + a if rows is None or a == 0 else int(rows[0])
+        yield ColumnChunk(chunk.data[offs[a] : offs[b]], offs[a : b + 1] - offs[a], first, rows, nulls, b - a + nulls)
 
 
 def column_bytes(pf: pq.ParquetFile, column: str) -> int:

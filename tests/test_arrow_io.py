@@ -14,6 +14,7 @@ from fastenc.arrow_io import (
     StringBatch,
     arrow_to_flat,
     inspect_inputs,
+    iter_column_chunks,
     iter_string_batches,
     read_column_rows,
     resolve_inputs,
@@ -191,6 +192,32 @@ def test_nulls_named_with_first_row(tmp_path):
     it = iter_string_batches([q], "text", batch_bytes=1)
     with pytest.raises(InputError, match=r"null at row 13 "):
         list(it)
+
+
+def _values_and_rows(chunks) -> tuple[list, list, int, int]:
+    """What a caller of iter_column_chunks sees: every value with its file row, the nulls, the rows."""
+    values, rows, nulls, num_rows = [], [], 0, 0
+    for c in chunks:
+        k = len(c.offsets) - 1
+        assert c.offsets[0] == 0 and c.offsets[-1] == c.data.size
+        values += [c.data[c.offsets[j] : c.offsets[j + 1]].tobytes() for j in range(k)]
+        rows += c.rows.tolist() if c.rows is not None else list(range(c.first_row, c.first_row + k))
+        nulls += c.nulls
+        num_rows += c.num_rows
+    return values, rows, nulls, num_rows
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(max_size=6)), max_size=40), st.integers(1, 40), st.integers(1, 6))
+def test_column_chunks_in_slices_are_the_same_rows(tmp_path_factory, values, row_group, max_rows):
+    # the URL pass hands out long row groups in slices: the same values, file rows and counts
+    p = _write(tmp_path_factory.mktemp("s") / "a.parquet", pa.table({"url": pa.array(values, pa.string())}), row_group_size=row_group)
+    whole = _values_and_rows(iter_column_chunks(p, "url", skip_nulls=True))
+    sliced = list(iter_column_chunks(p, "url", skip_nulls=True, max_rows=max_rows))
+    assert all(len(c.offsets) - 1 <= max_rows for c in sliced)
+    assert _values_and_rows(sliced) == whole
+    kept = [(v.encode(), i) for i, v in enumerate(values) if v is not None]
+    assert whole == ([v for v, _ in kept], [i for _, i in kept], values.count(None), len(values))
 
 
 def test_bad_file_late_in_list_fails_before_any_batch(tmp_path):

@@ -575,6 +575,25 @@ def test_samples_outside_the_hash_windows_are_read_back_from_the_file(tmp_path, 
     assert_card_guarantees(tmp_path / "o", 42, 64, urls)
 
 
+@pytest.mark.parametrize("keep_windows", [True, False])
+def test_the_pass_in_slices_of_a_row_group_writes_the_same_shard(tmp_path, monkeypatch, keep_windows):
+    """The read pass hashes and encodes a row group in slices of PASS_CHUNK_URLS: the bin and the
+    sidecar do not depend on it, nulls (their rows) and read-back samples included."""
+    urls = source_urls(EXAMPLE)[:1500]
+    with_nulls = urls[:700] + [None] + urls[700:1100] + [None, None] + urls[1100:]
+    src = write_parquet(tmp_path / "part-00042.parquet", with_nulls, row_group_size=400)
+    if not keep_windows:  # every sample then comes back from the file by its row
+        monkeypatch.setattr(recipe._SampleWindows, "add", lambda self, *args: None)
+    runs = []
+    for cap, out in ((recipe.PASS_CHUNK_URLS, "whole"), (37, "sliced")):
+        monkeypatch.setattr(recipe, "PASS_CHUNK_URLS", cap)
+        meta = encode_shard(src, tmp_path / out, num_shards=64, skip_nulls=True, quiet=True)
+        runs.append(((tmp_path / out / "tokens-s00042.bin").read_bytes(), meta))
+    assert runs[0][0] == runs[1][0]
+    assert runs[0][1] == runs[1][1] and runs[1][1]["null_urls_skipped"] == 3
+    assert_card_guarantees(tmp_path / "sliced", 42, 64, urls)
+
+
 def test_sample_windows_hold_the_sampled_urls(tmp_path):
     """On a shard of uniform hashes the windows kept during the pass hold every sampled URL."""
     n = 50_000

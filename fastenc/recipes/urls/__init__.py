@@ -18,7 +18,8 @@ Output format (see ``../shared/seeds/urls-tokenized.md`` and docs/urls.md)::
 Stages (each timed; progress bars in URLs on stderr):
 
 1. **read + hash + encode**, one streaming pass in the source's order: row groups are decoded
-   by two background threads into Arrow buffers (no Python string per URL); per chunk, every URL
+   by two background threads into Arrow buffers (no Python string per URL); per slice of a row
+   group (at most ``PASS_CHUNK_URLS``), every URL
    is hashed (xxh3_64, Numba), its shard checked, and it is encoded (canonical() + URL pre-split
    + BPE + the leading 0, one fused parallel kernel) into one token buffer. The source is
    SURT-sorted, so neighbouring URLs share hosts and the BPE piece caches hit: encoding in this
@@ -108,6 +109,11 @@ DEFAULT_NUM_SHARDS = 2048
 # core: 1.14 s with chunks of 1 M URLs, 1.04 s with 256 k, 0.57-0.64 s with 8 k-64 k
 # (bench/RESULTS.md, session 31).
 DEFAULT_CHUNK_URLS = 32_768
+# URLs hashed and encoded per step of the read pass: a row group is split into slices of at most
+# this many (its per-step buffers, ~8 MB of canonical text and ~20 MB of id slots, stay small). An
+# 8.3 M-URL file written in row groups of 1 M URLs took 7.8-7.9 s to encode in one piece per row
+# group, 7.2-7.3 s in row groups of 100 k (bench/RESULTS.md, session 31).
+PASS_CHUNK_URLS = 131_072
 
 __all__ = [
     "encode_shard",
@@ -173,7 +179,7 @@ def _encode_pass(path: Path, column: str, enc, shard: int, num_shards: int, shar
     irreversible: dict[int, bytes] = {}
     first_bad = np.empty(5, np.int64)
     t = time.perf_counter()
-    for batch in iter_url_batches(path, column, skip_nulls=skip_nulls):
+    for batch in iter_url_batches(path, column, skip_nulls=skip_nulls, max_rows=PASS_CHUNK_URLS):
         data, offsets = batch.data, batch.offsets
         k = len(offsets) - 1
         if batch.rows is not None and rows is None:

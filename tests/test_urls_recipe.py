@@ -118,6 +118,22 @@ def test_verify_accepts_the_recipe_output(example_out):
     assert report["ok"] and report["checked_source"], report["problems"]
 
 
+@pytest.mark.parametrize("where", ["first", "late"])
+def test_verify_finds_a_changed_token_of_the_bin(tmp_path, example_out, where):
+    """One token changed on disk (the size kept): its hash no longer matches the sidecar; a first
+    token other than 0 is named too."""
+    out = tmp_path / "out"
+    shutil.copytree(example_out[0], out)
+    tokens = np.fromfile(out / "tokens-s00042.bin", dtype="<u2")
+    k = 0 if where == "first" else len(tokens) - 3
+    tokens[k] = 7 if tokens[k] != 7 else 8
+    tokens.tofile(out / "tokens-s00042.bin")
+    report = verify_dir(out)
+    assert not report["ok"]
+    assert any("differs from the sidecar's" in p for p in report["problems"]), report["problems"]
+    assert any("not 0 (<eos>)" in p for p in report["problems"]) == (where == "first"), report["problems"]
+
+
 def test_two_shards_share_a_directory(tmp_path, example_out):
     """One OUT holds several shards (like the card's data/), sharing tokenizer/."""
     out = tmp_path / "out"

@@ -132,11 +132,13 @@ def _check_bin_file(out_dir: Path, meta: dict, tok_path: Path, problems: list):
         problems.append(f"{meta['file']}: vocab_size {meta['vocab_size']} but the tokenizer has {enc.vocab_size}")
     h = xxhash.xxh3_64()
     first = None
+    buf = bytearray(1 << 20)  # one block, reused: read and hashed while it is in the CPU's cache
+    view = memoryview(buf)
     with open(bin_path, "rb") as f:
-        for block in iter(lambda: f.read(32 << 20), b""):
-            h.update(block)
+        while got := f.readinto(buf):
+            h.update(view[:got])
             if first is None:
-                first = int.from_bytes(block[:2], "little")
+                first = int.from_bytes(buf[:2], "little")
     if h.hexdigest() != meta.get("bin_xxh3_64"):
         problems.append(f"{meta['file']}: xxh3_64 {h.hexdigest()} differs from the sidecar's {meta.get('bin_xxh3_64')} (the content changed)")
     if n_tokens and first != 0:

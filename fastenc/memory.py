@@ -3,11 +3,13 @@ small pages where memory is written once in order.
 
 - ``huge_array``: the piece caches (tens of MB filled in random order: with 4 kB pages that is
   thousands of first-touch page faults per thread, ~10 us each in a VM, and a TLB miss on most
-  lookups; with 2 MB pages a few dozen) and the URL recipe's whole-shard buffers (read at random
-  positions in hash order: with 2 MB pages those reads miss the TLB far less, measured ~15% of that
-  stage).
-- ``small_page_empty``: the id output buffers (``OutputPool``), written front to back once, where
-  huge pages save no TLB misses and cost more to fault in: NumPy asks for huge pages for every array
+  lookups; with 2 MB pages a few dozen) and the URL recipe's whole-shard offsets and source text
+  (read at random positions in hash order: with 2 MB pages those reads miss the TLB far less,
+  measured ~15% of that stage).
+- ``small_page_empty``: the id output buffers (``OutputPool``, and a URL shard's ids: read back
+  once in hash order, where 4 kB pages cost that gather 0.065 s of an 8.3 M-URL shard and saved
+  its compaction 0.5 s), written front to back once, where huge pages save few TLB misses and cost
+  more to fault in: NumPy asks for huge pages for every array
   of 4 MB or more, and on the KVM machines here a huge page's first touch often waits on the host
   (2T o200k first pass over docs.parquet, fresh processes alternating: sys 0.30-0.71 s with the
   output on huge pages, 0.08-0.21 s on 4 kB pages; wall 0.87-1.09 -> 0.74-0.82 s; bench/RESULTS.md,

@@ -64,6 +64,7 @@ import pyarrow.parquet as pq
 
 from fastenc.arrow_io import invalid_utf8_count, read_column_rows, resolve_inputs
 from fastenc.errors import InputError, VerificationError, UsageError
+from fastenc.memory import small_page_empty
 from fastenc.progress import format_bytes, progress, summary_line
 from fastenc.run import OutputSpec, Run, make_request
 from fastenc.run.elastic import adjust
@@ -164,7 +165,10 @@ def _encode_pass(path: Path, column: str, enc, shard: int, num_shards: int, shar
     n_rows = pf.metadata.num_rows
     column_bytes = _column_bytes(pf, column)
     # Upper bounds (ids never outnumber bytes, + one 0 per URL); untouched pages cost nothing.
-    tokens = big_empty(column_bytes + n_rows + 1, np.uint16)
+    # The ids on small pages: they are written once, front to back, and a huge page's first touch
+    # costs more on the VMs measured (an 8.3 M-URL shard, one core: the ids' compaction 1.01-1.11 ->
+    # 0.53 s, the hash-order gather that reads them back +0.065 s; bench/RESULTS.md, session 31).
+    tokens = small_page_empty(column_bytes + n_rows + 1, np.uint16)
     tok_offsets = big_empty(n_rows + 1, np.int64)
     tok_offsets[0] = 0
     hashes = big_empty(max(n_rows, 1), np.uint64)
@@ -211,7 +215,7 @@ def _encode_pass(path: Path, column: str, enc, shard: int, num_shards: int, shar
         seconds["hash"] += t2 - t1
         if k and not outside:  # once a URL is outside the shard nothing will be written: just count
             if n_tok + int(offsets[-1]) + k > tokens.size:  # only if the size estimate was wrong
-                grown = big_empty(max(n_tok + int(offsets[-1]) + k, tokens.size + tokens.size // 2), np.uint16)
+                grown = small_page_empty(max(n_tok + int(offsets[-1]) + k, tokens.size + tokens.size // 2), np.uint16)
                 grown[:n_tok] = tokens[:n_tok]
                 tokens = grown
             res = encode_url_chunk(enc, data, offsets, np.arange(k), lengths, bufs, out=tokens[n_tok:])

@@ -111,9 +111,9 @@ DEFAULT_NUM_SHARDS = 2048
 # (bench/RESULTS.md, session 31).
 DEFAULT_CHUNK_URLS = 32_768
 # URLs hashed and encoded per step of the read pass: a row group is split into slices of at most
-# this many (its per-step buffers, ~8 MB of canonical text and ~20 MB of id slots, stay small). An
-# 8.3 M-URL file written in row groups of 1 M URLs took 7.8-7.9 s to encode in one piece per row
-# group, 7.2-7.3 s in row groups of 100 k (bench/RESULTS.md, session 31).
+# this many, so that its per-step buffers (~8 MB of canonical text, ~20 MB of id slots) stay small
+# whatever the file's row groups. 8.3 M URLs on one core: in row groups of 1 M 9.85 -> 9.59 s; in
+# one row group 14.9 s and 3.96 GB peak memory -> 9.6 s and 2.15 GB (bench/RESULTS.md, session 31).
 PASS_CHUNK_URLS = 131_072
 
 __all__ = [

@@ -114,9 +114,8 @@ def _check_sidecar(meta_path: Path, tok_path: Path, tok_sha: str | None, problem
 
 def _check_bin_file(out_dir: Path, meta: dict, tok_path: Path, problems: list):
     """``(bin path, Encoder)`` if the bin's size, xxh3 and first token agree with the sidecar."""
-    import xxhash
-
     from fastenc.encoder import load
+    from fastenc.run.units import file_xxh3
 
     bin_path = out_dir / meta["file"]
     if not bin_path.is_file():
@@ -130,17 +129,10 @@ def _check_bin_file(out_dir: Path, meta: dict, tok_path: Path, problems: list):
     enc = load(tok_path)
     if enc.vocab_size != meta["vocab_size"]:
         problems.append(f"{meta['file']}: vocab_size {meta['vocab_size']} but the tokenizer has {enc.vocab_size}")
-    h = xxhash.xxh3_64()
-    first = None
-    buf = bytearray(1 << 20)  # one block, reused: read and hashed while it is in the CPU's cache
-    view = memoryview(buf)
-    with open(bin_path, "rb") as f:
-        while got := f.readinto(buf):
-            h.update(view[:got])
-            if first is None:
-                first = int.from_bytes(buf[:2], "little")
-    if h.hexdigest() != meta.get("bin_xxh3_64"):
-        problems.append(f"{meta['file']}: xxh3_64 {h.hexdigest()} differs from the sidecar's {meta.get('bin_xxh3_64')} (the content changed)")
+    digest = file_xxh3(bin_path)
+    if digest != meta.get("bin_xxh3_64"):
+        problems.append(f"{meta['file']}: xxh3_64 {digest} differs from the sidecar's {meta.get('bin_xxh3_64')} (the content changed)")
+    first = int(np.fromfile(bin_path, dtype="<u2", count=1)[0]) if n_tokens else None
     if n_tokens and first != 0:
         problems.append(f"{meta['file']}: starts with token {first}, not 0 (<eos>): every URL must begin with 0")
         return None

@@ -23,6 +23,7 @@ CASES = {
     "bench_scale.py": ["--urls", MISSING, "--docs", MISSING],
     "bench_task_threads.py": ["--docs", MISSING, "--urls", MISSING],
     "bench_urls.py": ["--corpus", MISSING],
+    "scale_timeline.py": ["urls", "--work", "/nonexistent/work", "--urls", MISSING],
 }
 
 

@@ -351,3 +351,19 @@ def test_invalid_utf8_is_counted_in_every_recipe_meta(tmp_path):
     assert encode_gpt2([src], tmp_path / "g", quiet=True)["invalid_utf8_documents"] == 3
     assert encode_bytes([src], tmp_path / "b", quiet=True)["invalid_utf8_documents"] == 3
     assert encode_shard(src, tmp_path / "u", shard_check=False, quiet=True)["invalid_utf8_urls"] == 3
+
+
+@pytest.mark.parametrize("wait", [True, False])
+def test_a_staged_files_write_back_hands_over_every_byte_written_so_far(wait, tmp_path):
+    # The gpt2 parts are re-read after their write-back, before their fsync: what the writer's own
+    # buffer still held must be in the file by then, whether the write-back waits or only starts.
+    f = staging.StagedFile(tmp_path / "part.bin", buffering=1 << 20)
+    data = os.urandom(300_000)
+    f.file.write(data)
+    assert (tmp_path / "part.bin").read_bytes() == b""  # still in the 1 MB buffer
+    f.write_back() if wait else f.start_write_back()
+    assert (tmp_path / "part.bin").read_bytes() == data
+    f.file.write(b"tail")
+    f.finish()
+    assert (tmp_path / "part.bin").read_bytes() == data + b"tail"
+    f.start_write_back()  # a finished file: nothing to do, no error

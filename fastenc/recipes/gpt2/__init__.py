@@ -196,7 +196,7 @@ def encode_gpt2(
         work = WorkDir(run.out, job.request).open(overwrite)
         with work:  # a failure before any unit finished removes it
             ctx = _context(enc, fmt, job.src, job.count_column)
-            reduce = _Reduce(run, work, job.kept, part_tokens, ctx)
+            reduce = _Reduce(run, work, job.kept, part_tokens, ctx, len(job.src.infos))
             map_phase(work, functools.partial(map_unit, job), len(job.src.infos), workers=workers, threads=threads,
                       family="gpt2", desc="gpt2", quiet=quiet, reduce_unit=reduce.unit)
             summary = _summary(reduce.writers, reduce.tally, job.kept, ctx, part_tokens, decode_every, job.request)
@@ -378,13 +378,14 @@ class _Reduce:
     ``unit(si, result)`` is called for every unit in input order, while the map runs
     (``fastenc.run.units.InOrder``). Each unit's part data is also written to disk (fdatasync)
     right away, so that a part's fsync when it closes (often at the end: one part per bucket on
-    a small input) has little left to write. The buckets are independent files: each unit's
+    a small input) has little left to write; the last unit's write-back is only started, and
+    the parts' closing re-reads run while the disk writes it. The buckets are independent files: each unit's
     buckets, and the parts' closing checks at the end, run on a thread per core
     (``each_on_threads``): what is left after the map (the last units' reduce, closing and
     re-reading every part) then uses every core instead of one (bench/RESULTS.md, session 29)."""
 
-    def __init__(self, run, work, kept, part_tokens: int, ctx: dict):
-        self.work, self.kept = work, kept
+    def __init__(self, run, work, kept, part_tokens: int, ctx: dict, n_units: int):
+        self.work, self.kept, self.n_units = work, kept, n_units
         self.writers = {b: BucketWriter(b, run.stage, part_tokens, ctx) for b in kept}
         self.tally = _Tally()
 
@@ -393,7 +394,8 @@ class _Reduce:
 
         def bucket(b: int) -> None:
             self.writers[b].write_spill(si, self.work.unit_dir(si), r["buckets"][BUCKETS[b]], r["count_checked"])
-            self.writers[b].write_back()
+            # the last unit's write-back is only started: the parts' closing checks come next
+            self.writers[b].write_back(wait=si < self.n_units - 1)
 
         each_on_threads(bucket, self.kept)
 

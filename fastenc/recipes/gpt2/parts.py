@@ -164,11 +164,12 @@ class BucketWriter(CappedParts):
             ids = np.frombuffer(data, dtype=self.fmt.disk_dtype)
             self.write_items(csum, s, e, ids, csum, s, source, samples, checked_counts)
 
-    def write_back(self) -> None:
-        """Have the open part's data written to disk now (it stays a temporary until publication)."""
+    def write_back(self, wait: bool = True) -> None:
+        """Have the open part's data written to disk now (it stays a temporary until publication).
+        ``wait=False``: only start it (the last unit's: the parts' closing checks run meanwhile)."""
         if self.part is not None:
-            self.part.bin.write_back()
-            self.part.idx.write_back()
+            for f in (self.part.bin, self.part.idx):
+                f.write_back() if wait else f.start_write_back()
 
     def _open_part(self) -> None:
         self.part = _Part(len(self.parts), self.name, self.stage)
@@ -200,9 +201,13 @@ class BucketWriter(CappedParts):
         p.idx.file.flush()
         p.idx.file.seek(0)
         p.idx.file.write(npy_header(p.docs + 1))
+        # Re-read before the fsyncs, not after: both read what the system holds, and so the disk
+        # writes the part's last data (its write-back started) while the part is checked.
+        p.bin.start_write_back()
+        p.idx.start_write_back()
+        checks = check_part_files(p.bin.temp_path, p.idx.temp_path, self.b, self.fmt)
         p.bin.finish()
         p.idx.finish()
-        checks = check_part_files(p.bin.temp_path, p.idx.temp_path, self.b, self.fmt)
         expect = {
             "bin_tokens": p.tokens,
             "idx_last": p.tokens,

@@ -484,12 +484,12 @@ def test_cli_quiet_and_errors(tmp_path):
 
 def test_every_shard_is_read_back_after_it_is_written(tmp_path):
     """Issue 10, item 7: the bytes recipe re-reads what it wrote. A shard changed on disk between
-    its write and its read-back (here: through the fault hook, at its fsync) fails the run."""
+    its write and its read-back (here: through the fault hook, as its write-back starts) fails the run."""
     from fastenc.errors import VerificationError
     from fastenc.run import faults
 
     def scribble(op, path):
-        if op == "fsync" and path.name == "train_00001.bin":
+        if op == faults.WRITE_BACK and path.name == "train_00001.bin":
             with open(path, "r+b") as f:
                 f.write(b"\x00")
 

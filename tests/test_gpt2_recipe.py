@@ -432,6 +432,28 @@ def test_roundtrip_mismatch_fails_naming_the_document(tmp_path, monkeypatch):
     assert all_files(out) == []
 
 
+
+@pytest.mark.parametrize("which, message", [(".bin", "the .bin read back differs from the ids written"),
+                                            (".idx.npy", "the .idx.npy read back differs from the offsets written")])
+def test_a_part_changed_between_its_write_and_its_read_back_fails_the_run(which, message, tmp_path):
+    """Each part is re-read as it closes (after its last write, before its fsync): a part changed on
+    disk in between (here: by the fault hook, as its write-back starts) fails the run, and nothing is
+    published."""
+    from fastenc.run import faults
+
+    def scribble(op, path):
+        if op == faults.WRITE_BACK and path.name == f"part_01{which}":
+            with open(path, "r+b") as f:
+                f.seek(200)  # (past the .idx.npy header, whose rewrite with the final length comes before)
+                byte = f.read(1)
+                f.seek(200)
+                f.write(bytes([byte[0] ^ 1]))
+
+    out = tmp_path / "out"
+    with faults.inject(scribble), pytest.raises(VerificationError, match=f"part_01: the part failed its checks after writing: .*{message}"):
+        encode_gpt2([FIXTURE], out, part_tokens=20_000, quiet=True)
+    assert all_files(out) == []
+
 @pytest.mark.parametrize(
     "table, args, pattern",
     [

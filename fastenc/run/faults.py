@@ -15,7 +15,10 @@ process to simulate a full disk, Ctrl-C or ``kill -9`` at exactly that point::
 rebuilt shared folder) and ``"exchange"`` (``renameat2(RENAME_EXCHANGE)`` of that folder and
 ``OUT``, the commit of a shard added to a shared ``OUT``), each called before the operation, and
 ``"renamed"`` (``RENAMED``: called just after a rename or an exchange returned, where a real
-Ctrl-C or ``kill -9`` can land too: it has happened, the caller's bookkeeping has not). The hook is
+Ctrl-C or ``kill -9`` can land too: it has happened, the caller's bookkeeping has not), and
+``"write_back"`` (``WRITE_BACK``: before a file's write-back is started without waiting, which
+comes after its last write and before it is read back: where a test changes a file to see the
+read-back catch it). The hook is
 process-wide (the URL recipe writes its bin from a background thread) and is meant for tests
 and drills, not for production runs. ``FailAt`` and ``Recorder`` count the six ``OPS`` unless
 told otherwise (``ops=(RENAMED,)``), so the step numbers of a failure drill stay those of
@@ -35,10 +38,11 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterator
 
-__all__ = ["OPS", "RENAMED", "inject", "step", "FailAt", "Recorder", "install_from_env", "ENV"]
+__all__ = ["OPS", "RENAMED", "WRITE_BACK", "inject", "step", "FailAt", "Recorder", "install_from_env", "ENV"]
 
 OPS = ("mkdir", "write", "fsync", "rename", "link", "exchange")
 RENAMED = "renamed"  # after a rename or an exchange: nothing can fail there, but a signal can arrive
+WRITE_BACK = "write_back"  # a file written, its write-back about to start, its read-back to come
 
 Hook = Callable[[str, Path], None]
 _hook: Hook | None = None

@@ -40,6 +40,7 @@ from fastenc.arrow_io import as_input_list, check_batch_bytes, inspect_inputs, i
 from fastenc.errors import InputError, UsageError
 from fastenc.run import OutputSpec, Run, make_request
 from fastenc.run.parts import CappedParts, reread_xxh3
+from fastenc.run.staging import finish_after_check
 from fastenc.run.units import WorkDir, check_workers, map_phase, read_blocks, run_unit
 from fastenc.progress import format_bytes, format_rate, summary_line
 
@@ -94,7 +95,7 @@ def shard_name(split: str, index: int) -> str:
 
 class _SplitWriter(CappedParts):
     """Appends packed documents of one split to its shard files, under the shard rule
-    (``fastenc.run.parts``); each finished shard is fsynced and read back."""
+    (``fastenc.run.parts``); each finished shard is read back and fsynced (``finish_after_check``)."""
 
     def __init__(self, split: str, stage, shard_bytes: int):
         super().__init__(shard_bytes)
@@ -115,14 +116,16 @@ class _SplitWriter(CappedParts):
         self._file.file.write(chunk)
         self._hash.update(chunk)
 
-    def write_back(self) -> None:
-        """Have the open shard's data written to disk now (it stays a temporary until publication)."""
+    def write_back(self, wait: bool = True) -> None:
+        """Have the open shard's data written to disk now (it stays a temporary until publication).
+        ``wait=False``: only start it (the last unit's: the shards' read-back checks come next)."""
         if self.is_open:
-            self._file.write_back()
+            self._file.write_back() if wait else self._file.start_write_back()
 
     def _close_part(self) -> None:
-        self._file.finish()  # fsync now: the data is durable before it is read back and published
-        reread_xxh3(self._file.path, self._hash.hexdigest(), f"{self.split} shard {self._name}")
+        # read back while the disk writes it; durable (fsynced) before it is published
+        finish_after_check([self._file], lambda: reread_xxh3(self._file.path, self._hash.hexdigest(),
+                                                             f"{self.split} shard {self._name}"))
         self.shards.append(
             {
                 "file": self._name,
@@ -270,7 +273,7 @@ def encode_bytes(
             return run.done
         work = WorkDir(run.out, request).open(overwrite)
         with work:  # a failure before any unit finished removes it
-            reduce = _Reduce(run, work, shard_bytes, val_every)
+            reduce = _Reduce(run, work, shard_bytes, val_every, len(infos))
             results = map_phase(work, functools.partial(map_unit, job), len(infos), workers=workers, threads=threads,
                                 family="bytes", desc="bytes", quiet=quiet, reduce_unit=reduce.unit)
             counts = {k: sum(r[k] for r in results) for k in _COUNTS}
@@ -352,10 +355,11 @@ def _pack_file(job: _Job, info, stage) -> dict:
 class _Reduce:
     """``unit(i, result)`` for every unit in input order, while the map runs
     (``fastenc.run.units.InOrder``): its spill routed and cut into the shards; the open shards'
-    data is then written to disk (fdatasync), so that their fsyncs at close have little left."""
+    data is then written to disk (fdatasync), so that their fsyncs at close have little left (the
+    last unit's write-back only started: the shards' read-back checks run while the disk writes)."""
 
-    def __init__(self, run, work: WorkDir, shard_bytes: int, val_every: int):
-        self.work, self.val_every = work, val_every
+    def __init__(self, run, work: WorkDir, shard_bytes: int, val_every: int, n_units: int):
+        self.work, self.val_every, self.n_units = work, val_every, n_units
         self.writers = {s: _SplitWriter(s, run.stage, shard_bytes) for s in SPLITS}
         self.first = 0  # the global index of the next unit's first document: the val rule counts over all inputs
 
@@ -369,7 +373,7 @@ class _Reduce:
             _route(self.writers, packed, csum[s : e + 1] - csum[s], self.first + s, self.val_every)
         self.first += sizes.size
         for w in self.writers.values():
-            w.write_back()
+            w.write_back(wait=i < self.n_units - 1)
 
 
 def _meta(column, counts, splits, infos, shard_bytes, val_every, request) -> dict:

@@ -14,6 +14,7 @@ import xxhash
 
 from fastenc.errors import VerificationError
 from fastenc.run.parts import CappedParts
+from fastenc.run.staging import finish_after_check
 from fastenc.recipes.gpt2.format import (
     BUCKETS,
     FORMAT,
@@ -201,13 +202,7 @@ class BucketWriter(CappedParts):
         p.idx.file.flush()
         p.idx.file.seek(0)
         p.idx.file.write(npy_header(p.docs + 1))
-        # Re-read before the fsyncs, not after: both read what the system holds, and so the disk
-        # writes the part's last data (its write-back started) while the part is checked.
-        p.bin.start_write_back()
-        p.idx.start_write_back()
-        checks = check_part_files(p.bin.temp_path, p.idx.temp_path, self.b, self.fmt)
-        p.bin.finish()
-        p.idx.finish()
+        checks = finish_after_check([p.bin, p.idx], lambda: check_part_files(p.bin.temp_path, p.idx.temp_path, self.b, self.fmt))
         expect = {
             "bin_tokens": p.tokens,
             "idx_last": p.tokens,

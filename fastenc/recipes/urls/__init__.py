@@ -68,6 +68,7 @@ from fastenc.memory import small_page_empty
 from fastenc.progress import format_bytes, progress, summary_line
 from fastenc.run import OutputSpec, Run, make_request
 from fastenc.run.elastic import adjust
+from fastenc.run.staging import finish_after_check
 from fastenc.run.units import check_workers, file_xxh3, map_units, worker_threads
 
 # The recipe's stages live in modules of their own; the names are imported here so that this
@@ -479,7 +480,8 @@ def _sort(job: _Job, p: _Pass) -> _Order:
 
 
 def _write_bin(job: _Job, stage, p: _Pass, o: _Order, chunk_urls: int):
-    """Stage 3: the token spans in hash order, chunk by chunk, into the staged bin (fsynced).
+    """Stage 3: the token spans in hash order, chunk by chunk, into the staged bin (which stage 4
+    reads back and then fsyncs).
     Returns the staged file, the bin positions watched by stage 4 with their token spans, the
     digest and the token count."""
     import numba
@@ -509,12 +511,13 @@ def _write_bin(job: _Job, stage, p: _Pass, o: _Order, chunk_urls: int):
                 bar.update(b - a)
         finally:
             digest = writer.close()  # waits for the queued chunks; re-raises a write error
-        bin_file.finish()  # flush + fsync: what verify reads is what the disk holds
+        # (not fsynced here: the verify stage reads it back while the disk writes it, then fsyncs)
     return bin_file, watch, spans, digest, written
 
 
 def _verify_bin(job: _Job, p: _Pass, o: _Order, bin_file, watch, spans, n_tokens: int) -> tuple[dict, int]:
-    """Stage 4: read the staged bin back and check its samples; returns the check and how many
+    """Stage 4: read the staged bin back and check its samples while the disk writes it, then fsync
+    it (``finish_after_check``); returns the check and how many
     sampled texts had to be read back from the source."""
     src_idx = o.order[watch]
     texts = {}
@@ -534,8 +537,8 @@ def _verify_bin(job: _Job, p: _Pass, o: _Order, bin_file, watch, spans, n_tokens
                              int(o.prev_keys[j]) if j is not None else None, text, int(_source_rows(p, np.array([i]))[0]),
                              k in flagged_set))
     with job.stats.time("verify"), progress(len(checks), unit="URL", desc="verify", quiet=job.quiet) as bar:
-        check = _verify_written(bin_file.temp_path, job.enc, p.n, n_tokens, checks, job.num_shards,
-                                job.shard if job.shard_check else None, bar)
+        check = finish_after_check([bin_file], lambda: _verify_written(
+            bin_file.temp_path, job.enc, p.n, n_tokens, checks, job.num_shards, job.shard if job.shard_check else None, bar))
     if check["problems"]:
         raise VerificationError(f"{job.path}: the written bin failed its read-back check; nothing was published:\n  "
                                 + "\n  ".join(check["problems"]))

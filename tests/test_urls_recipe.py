@@ -461,6 +461,21 @@ def test_a_bin_that_does_not_decode_back_fails_and_is_not_published(tmp_path, mo
     assert [n for n in _files(tmp_path / "o") if n.startswith("tokens-")] == []
 
 
+
+def test_a_bin_changed_between_its_write_and_its_read_back_fails_and_is_not_published(tmp_path):
+    # The bin is read back after its last write, before its fsync (finish_after_check): a change on
+    # disk in between (here: by the fault hook, as its write-back starts) is caught by that read-back.
+    from fastenc.run import faults
+
+    def scribble(op, path):
+        if op == faults.WRITE_BACK and path.name.startswith("tokens-") and path.suffix == ".bin":
+            with open(path, "r+b") as f:
+                f.write(b"\x01\x00")  # the first URL's leading 0 (<eos>) becomes id 1
+
+    with faults.inject(scribble), pytest.raises(VerificationError, match=r"(?s)read-back check.*zeros \(<eos>\), expected one per URL"):
+        encode_shard(EXAMPLE, tmp_path / "o", num_shards=64, quiet=True)
+    assert [n for n in _files(tmp_path / "o") if n.startswith("tokens-")] == []
+
 def test_rerun_skips_finished_output_and_refuses_a_different_one(tmp_path, capsys):
     out = tmp_path / "o"
     encode_shard(EXAMPLE, out, num_shards=64, quiet=True)

@@ -361,9 +361,9 @@ def test_a_staged_files_write_back_hands_over_every_byte_written_so_far(wait, tm
     data = os.urandom(300_000)
     f.file.write(data)
     assert (tmp_path / "part.bin").read_bytes() == b""  # still in the 1 MB buffer
-    f.write_back() if wait else f.start_write_back()
+    f.write_back(wait)
     assert (tmp_path / "part.bin").read_bytes() == data
     f.file.write(b"tail")
     f.finish()
     assert (tmp_path / "part.bin").read_bytes() == data + b"tail"
-    f.start_write_back()  # a finished file: nothing to do, no error
+    f.write_back(wait=False)  # a finished file: nothing to do, no error

@@ -154,22 +154,19 @@ class StagedFile:
         self.file.close()
         self.state = "finished"
 
-    def write_back(self) -> None:
+    def write_back(self, wait: bool = True) -> None:
         """Write what the file holds so far to disk (``fdatasync``), so that ``finish()``'s fsync,
         the durability point, has only the rest to write; a streamed reduce calls it from its
-        thread after each unit (``fastenc.run.units.InOrder``)."""
+        thread after each unit (``fastenc.run.units.InOrder``). ``wait=False``: only have the disk
+        start on it (``finish_after_check``: a re-read of the file then overlaps the disk's
+        writing); where the system cannot (not Linux), nothing."""
         if self.state == "open":
             self.file.flush()
-            os.fdatasync(self.file.fileno())
-
-    def start_write_back(self) -> None:
-        """Have the disk start on what the file holds so far, without waiting for it: work done
-        before ``finish()`` (re-reading what was written) then overlaps the disk's writing, and
-        the fsync waits only for what is left. Where the system cannot (not Linux), nothing."""
-        if self.state == "open":
-            self.file.flush()
-            faults.step(faults.WRITE_BACK, self.path)
-            _start_write_back(self.file.fileno())
+            if wait:
+                os.fdatasync(self.file.fileno())
+            else:
+                faults.step(faults.WRITE_BACK, self.path)
+                _start_write_back(self.file.fileno())
 
     def close_quietly(self) -> None:
         with contextlib.suppress(Exception):  # closing a broken file must not hide the original error
@@ -406,7 +403,7 @@ def finish_after_check(files, check):
     the durability point, wait only for what is left. Both orders read what the system holds;
     this one overlaps the check with the disk. Returns what ``check`` returns."""
     for f in files:
-        f.start_write_back()
+        f.write_back(wait=False)
     result = check()
     for f in files:
         f.finish()

@@ -120,7 +120,7 @@ class _SplitWriter(CappedParts):
         """Have the open shard's data written to disk now (it stays a temporary until publication).
         ``wait=False``: only start it (the last unit's: the shards' read-back checks come next)."""
         if self.is_open:
-            self._file.write_back() if wait else self._file.start_write_back()
+            self._file.write_back(wait)
 
     def _close_part(self) -> None:
         # read back while the disk writes it; durable (fsynced) before it is published

@@ -169,8 +169,8 @@ class BucketWriter(CappedParts):
         """Have the open part's data written to disk now (it stays a temporary until publication).
         ``wait=False``: only start it (the last unit's: the parts' closing checks run meanwhile)."""
         if self.part is not None:
-            for f in (self.part.bin, self.part.idx):
-                f.write_back() if wait else f.start_write_back()
+            self.part.bin.write_back(wait)
+            self.part.idx.write_back(wait)
 
     def _open_part(self) -> None:
         self.part = _Part(len(self.parts), self.name, self.stage)

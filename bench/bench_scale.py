@@ -88,6 +88,15 @@ def digest(root: Path) -> str:
     return h.hexdigest()
 
 
+def discard(out: Path) -> None:
+    """Delete a run's output (its digest taken) and what the run left beside it: four plans' outputs
+    of both recipes are ~6.6 GB, and a sitting that leaves them in /tmp fills the disk over a few
+    sittings (a nearly full ext4 also writes slower, which would skew the next sitting)."""
+    shutil.rmtree(out, ignore_errors=True)
+    for p in out.parent.glob(out.name + ".fastenc-*"):
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+
+
 def timed_run(recipe: str, paths, out: Path, workers: int, shards: int, threads: int | None, with_digest: bool = True) -> dict:
     """One run; returns wall seconds of the whole and of its map phase."""
     from fastenc.recipes.bytes import encode_bytes  # noqa: F401
@@ -225,11 +234,13 @@ def main() -> None:
         results = {plan: [] for plan in plans}
         for k in range(args.rounds):  # every plan once a round, the order reversed every other round
             for w, t, pinned in (plans if k % 2 == 0 else plans[::-1]):
+                out = args.work / (f"out-{recipe}-1core" if pinned else f"out-{recipe}-{w}x{t}")
                 if pinned:
-                    r = run_in_child(recipe, paths, args.work / f"out-{recipe}-1core", w, args.shards, t, one_core=True)
+                    r = run_in_child(recipe, paths, out, w, args.shards, t, one_core=True)
                 else:
                     run = timed_run if args.in_process else run_in_child
-                    r = run(recipe, paths, args.work / f"out-{recipe}-{w}x{t}", w, args.shards, t)
+                    r = run(recipe, paths, out, w, args.shards, t)
+                discard(out)
                 results[(w, t, pinned)].append(r)
         first = results[plans[0]][0]
         core = next((results[p] for p in plans if p[2]), None)

@@ -7,14 +7,16 @@ Runs the recipe once, in this process, over ``bench_scale.py``'s inputs (made fi
 with its defaults), with a command's start-up (``kernels_only_process``). ``--plan 1core``: one
 process pinned to one CPU (bench_scale's baseline); ``2x1``: 2 workers of 1 Numba thread. Prints
 each unit's start, end, wall and CPU seconds and its process (p0 is the run's own process, which
-encodes units too); for urls each shard's stages (read, hash, encode, sort, write, verify), for
+encodes units too), the process's system seconds and page faults meanwhile; for urls each shard's stages (read, hash, encode, sort, write, verify), for
 gpt2 each unit's reduce and the parts' closing; then per process its first unit against the
 median of the others (a process's first unit runs on cold piece caches).
 
 First it measures this machine's first touch of memory: fresh 2 MB pages, the same pages again
 at once, and 4 kB pages, in ms per MB. On a VM whose balloon reports free pages to the host
 (Firecracker, some clouds), fresh memory costs ~15x recycled memory: a worker's caches (64 MB)
-and buffers pay it in every new process. A probe for bench/RESULTS.md, not part of fastenc:
+and buffers pay it in every new process. The run starts 3 s after the probe, once the memory the
+probe freed is the host's again (else the first units run on it, cheaper than a command's would).
+The run's output is deleted after it (the inputs are kept). A probe for bench/RESULTS.md, not part of fastenc:
 it wraps private functions of the recipes and may need updating when they change.
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ import argparse
 import json
 import mmap
 import os
+import resource
 import shutil
 import statistics
 import sys
@@ -34,8 +37,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _inputs import require  # noqa: E402
+from bench_scale import discard  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+_RETURNED_AFTER_S = 3.0  # Linux's free page reporting waits 2 s before handing freed memory back to the host
 
 _LOG = Path(tempfile.gettempdir()) / f"fastenc-timeline-{os.getpid()}.jsonl"
 
@@ -91,11 +97,15 @@ class _Timed:
         return self if obj is None else (lambda *a, **k: self(obj, *a, **k))
 
     def __call__(self, *args, **kwargs):
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
         t0, c0 = time.clock_gettime(time.CLOCK_MONOTONIC), time.process_time()
         try:
             return self.real(*args, **kwargs)
         finally:
-            _record(self.kind, self.unit_of(args, kwargs), t0, time.process_time() - c0 if self.cpu else 0.0)
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+            # the process's, over the call (gpt2's reduce thread runs beside its units: theirs overlap)
+            use = {"sys": r1.ru_stime - r0.ru_stime, "faults": r1.ru_minflt - r0.ru_minflt}
+            _record(self.kind, self.unit_of(args, kwargs), t0, time.process_time() - c0 if self.cpu else 0.0, use)
 
 
 def _second(args, kwargs):
@@ -146,12 +156,12 @@ def report(t0: float, end: float) -> None:
     rows = [json.loads(line) for line in _LOG.read_text().splitlines()]
     pids = [r[1] for r in sorted(rows, key=lambda r: r[3])]
     order = list(dict.fromkeys([os.getpid()] + pids))
-    print("what | process | unit | start s | end s | wall s | CPU s | stages")
+    print("what | process | unit | start s | end s | wall s | CPU s | process sys s, page faults, stages")
     for kind, pid, unit, a, b, cpu, extra in sorted(rows, key=lambda r: (r[4] if r[0] == "stages" else r[3], r[0])):
         if kind == "stages":
             continue
         stages = next((r[6] for r in rows if r[0] == "stages" and r[1] == pid and r[2] == unit and kind == "unit"), {})
-        text = " ".join(f"{k} {v:.2f}" for k, v in stages.items())
+        text = " ".join([f"sys {extra['sys']:.2f} faults {extra['faults']}"] * bool(extra) + [f"{k} {v:.2f}" for k, v in stages.items()])
         print(f"{kind} | p{order.index(pid)} | {unit} | {a - t0:.2f} | {b - t0:.2f} | {b - a:.2f} | "
               f"{cpu:.2f} | {text}")
     print(f"run | | | 0.00 | {end - t0:.2f} | {end - t0:.2f} | |")
@@ -193,16 +203,22 @@ def main() -> None:
 
     compile_families(cold_families((args.recipe,)), quiet=True)  # (in a process of its own: this one can fork)
     print("first touch, ms per MB:", ", ".join(f"{k} {v:.2f}" for k, v in first_touch_ms_per_mb().items()))
+    # The probe's freed memory is recycled memory for a while (a balloon reports free pages after ~2 s): a run
+    # started at once would find its first unit's memory cheaper than a fresh command does (URLs, 2 x 1: +0.4-0.5 s
+    # a first unit against +0.65-0.96 s, session 33). Wait until it is returned.
+    time.sleep(_RETURNED_AFTER_S)
     kernels_only_process()
     if args.plan == "1core":
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # before any thread exists: all inherit it
     instrument(args.recipe)
     _LOG.write_text("")
+    out = args.work / f"timeline-{args.recipe}-{args.plan}"
     try:
-        t0 = run(args.recipe, args.plan, paths, args.work / f"timeline-{args.recipe}-{args.plan}")
+        t0 = run(args.recipe, args.plan, paths, out)
         report(t0, time.clock_gettime(time.CLOCK_MONOTONIC))
     finally:
         _LOG.unlink(missing_ok=True)
+        discard(out)  # (the inputs stay for the next run)
 
 
 if __name__ == "__main__":

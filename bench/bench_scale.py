@@ -93,8 +93,11 @@ def discard(out: Path) -> None:
     of both recipes are ~6.6 GB, and a sitting that leaves them in /tmp fills the disk over a few
     sittings (a nearly full ext4 also writes slower, which would skew the next sitting)."""
     shutil.rmtree(out, ignore_errors=True)
-    for p in out.parent.glob(out.name + ".fastenc-*"):
-        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+    for p in out.parent.glob(out.name + ".fastenc-*"):  # its lock file (and a work folder, after a failure)
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
 
 
 def timed_run(recipe: str, paths, out: Path, workers: int, shards: int, threads: int | None, with_digest: bool = True) -> dict:

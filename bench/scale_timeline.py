@@ -7,17 +7,18 @@ Runs the recipe once, in this process, over ``bench_scale.py``'s inputs (made fi
 with its defaults), with a command's start-up (``kernels_only_process``). ``--plan 1core``: one
 process pinned to one CPU (bench_scale's baseline); ``2x1``: 2 workers of 1 Numba thread. Prints
 each unit's start, end, wall and CPU seconds and its process (p0 is the run's own process, which
-encodes units too), the process's system seconds and page faults meanwhile; for urls each shard's stages (read, hash, encode, sort, write, verify), for
-gpt2 each unit's reduce and the parts' closing; then per process its first unit against the
-median of the others (a process's first unit runs on cold piece caches).
+encodes units too), the process's system seconds and page faults meanwhile; for urls each shard's
+stages (read, hash, encode, sort, write, verify), for gpt2 each unit's reduce and the parts'
+closing; then per process its first unit against the median of the others (a process's first unit
+runs on cold piece caches and fresh memory).
 
 First it measures this machine's first touch of memory: fresh 2 MB pages, the same pages again
 at once, and 4 kB pages, in ms per MB. On a VM whose balloon reports free pages to the host
 (Firecracker, some clouds), fresh memory costs ~15x recycled memory: a worker's caches (64 MB)
 and buffers pay it in every new process. The run starts 3 s after the probe, once the memory the
 probe freed is the host's again (else the first units run on it, cheaper than a command's would).
-The run's output is deleted after it (the inputs are kept). A probe for bench/RESULTS.md, not part of fastenc:
-it wraps private functions of the recipes and may need updating when they change.
+The run's output is deleted after it (the inputs are kept). A probe for bench/RESULTS.md, not
+part of fastenc: it wraps private functions of the recipes and may need updating when they change.
 """
 from __future__ import annotations
 

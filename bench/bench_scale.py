@@ -17,7 +17,8 @@ which ``fastenc.cli.main`` applies): wall seconds of the whole run (warm kernel 
 workers' start-up included, the process's own imports not), CPU seconds (this process and its workers: on a
 shared machine the wall time follows the load, the CPU time much less), the map phase, and the rest (the reduce and the
 publication, from the end of the map to the end of the run; for urls, each shard publishes itself: no reduce). Every run's output is compared
-byte for byte with the first run's. Prints one table (paste it into bench/RESULTS.md).
+byte for byte with the first run's (by digest; then it is deleted: the inputs stay in ``--work``). Prints one
+table (paste it into bench/RESULTS.md).
 
 Two baselines. *1 core*: one process pinned to one CPU (``sched_setaffinity``, every thread of it),
 the baseline of a per-core speed-up: N workers on N cores against one worker on one core. *1x1*: one

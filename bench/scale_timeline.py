@@ -162,7 +162,8 @@ def report(t0: float, end: float) -> None:
         if kind == "stages":
             continue
         stages = next((r[6] for r in rows if r[0] == "stages" and r[1] == pid and r[2] == unit and kind == "unit"), {})
-        text = " ".join([f"sys {extra['sys']:.2f} faults {extra['faults']}"] * bool(extra) + [f"{k} {v:.2f}" for k, v in stages.items()])
+        use = [f"sys {extra['sys']:.2f} faults {extra['faults']}"] if extra else []
+        text = " ".join(use + [f"{k} {v:.2f}" for k, v in stages.items()])
         print(f"{kind} | p{order.index(pid)} | {unit} | {a - t0:.2f} | {b - t0:.2f} | {b - a:.2f} | "
               f"{cpu:.2f} | {text}")
     print(f"run | | | 0.00 | {end - t0:.2f} | {end - t0:.2f} | |")
@@ -205,7 +206,7 @@ def main() -> None:
     compile_families(cold_families((args.recipe,)), quiet=True)  # (in a process of its own: this one can fork)
     print("first touch, ms per MB:", ", ".join(f"{k} {v:.2f}" for k, v in first_touch_ms_per_mb().items()))
     # The probe's freed memory is recycled memory for a while (a balloon reports free pages after ~2 s): a run
-    # started at once would find its first unit's memory cheaper than a fresh command does (URLs, 2 x 1: +0.4-0.5 s
+    # started at once would find its first unit's memory cheaper than a fresh command does (URLs, 2 x 1: +0.38-0.81 s
     # a first unit against +0.65-0.96 s, session 33). Wait until it is returned.
     time.sleep(_RETURNED_AFTER_S)
     kernels_only_process()

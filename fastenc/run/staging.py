@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import re
@@ -370,7 +371,14 @@ _NO_SWAP = {errno.EINVAL, errno.ENOSYS, errno.EXDEV, errno.EPERM, errno.EOPNOTSU
 _SYS_RENAMEAT2 = {"x86_64": 316, "amd64": 316, "aarch64": 276, "arm64": 276}
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
-_libc = None
+
+
+@functools.cache
+def _libc():
+    """The C library through ctypes (Linux only; loaded at its first use, not at import)."""
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
 
 
 @contextlib.contextmanager
@@ -414,34 +422,29 @@ def _start_write_back(fd: int) -> None:
     """``sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)``: write-back of the file's dirty pages
     started, not waited for (Linux; elsewhere, and where the call fails, nothing: the fsync
     that follows writes everything anyway)."""
-    global _libc
     import ctypes
 
     if not sys.platform.startswith("linux"):
         return
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    fn = getattr(_libc, "sync_file_range", None)
+    fn = getattr(_libc(), "sync_file_range", None)
     if fn is not None:
         fn(ctypes.c_int(fd), ctypes.c_longlong(0), ctypes.c_longlong(0), ctypes.c_uint(_SYNC_FILE_RANGE_WRITE))
 
 
 def _renameat2_exchange(a: Path, b: Path) -> None:
     """``renameat2(a, b, RENAME_EXCHANGE)``: ``a`` and ``b`` trade places in one step."""
-    global _libc
     import ctypes
     import platform
 
     if not sys.platform.startswith("linux"):
         raise OSError(errno.ENOSYS, "renameat2 is Linux-only", str(b))
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
+    libc = _libc()
     args = (ctypes.c_int(_AT_FDCWD), os.fsencode(a), ctypes.c_int(_AT_FDCWD), os.fsencode(b), ctypes.c_uint(_RENAME_EXCHANGE))
-    if hasattr(_libc, "renameat2"):  # glibc 2.28 and later
-        r = _libc.renameat2(*args)
+    if hasattr(libc, "renameat2"):  # glibc 2.28 and later
+        r = libc.renameat2(*args)
     elif platform.machine().lower() in _SYS_RENAMEAT2:
-        _libc.syscall.restype = ctypes.c_long
-        r = _libc.syscall(ctypes.c_long(_SYS_RENAMEAT2[platform.machine().lower()]), *args)
+        libc.syscall.restype = ctypes.c_long
+        r = libc.syscall(ctypes.c_long(_SYS_RENAMEAT2[platform.machine().lower()]), *args)
     else:
         raise OSError(errno.ENOSYS, "renameat2 is not available", str(b))
     if r != 0:

@@ -12,6 +12,12 @@ stages (read, hash, encode, sort, write, verify), for gpt2 each unit's reduce an
 closing; then per process its first unit against the median of the others (a process's first unit
 runs on cold piece caches and fresh memory).
 
+Then the page cache over the run, from a sampler in a process of its own (a thread here would make
+the run spawn its workers instead of forking them): how much ``Cached`` grew, the peak of
+``Dirty``, the MB the disks took, and both each second. On a VM that hands freed memory back to the
+host, writes into a page cache that keeps growing get slower (gpt2 at twice the bench's files:
+bench/RESULTS.md, session 35).
+
 First it measures this machine's first touch of memory: fresh 2 MB pages, the same pages again
 at once, and 4 kB pages, in ms per MB. On a VM whose balloon reports free pages to the host
 (Firecracker, some clouds), fresh memory costs ~15x recycled memory: a worker's caches (64 MB)
@@ -137,6 +143,53 @@ def instrument(recipe: str) -> None:
         _Timed(gpt2, "_summary", "close", lambda a, k: -1, cpu=False)
 
 
+_SAMPLER = r"""
+import os, sys, time
+out = open(sys.argv[1], "w")
+disks = set(os.listdir("/sys/block")) if os.path.isdir("/sys/block") else set()
+while True:
+    mem = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            key, value = line.split(":")
+            mem[key] = int(value.split()[0])
+    written = 0
+    with open("/proc/diskstats") as f:
+        for line in f:
+            p = line.split()
+            if p[2] in disks:
+                written += int(p[9])  # sectors of 512 bytes
+    out.write(f"{time.clock_gettime(time.CLOCK_MONOTONIC)} {mem.get('Cached', 0)} {mem.get('Dirty', 0)} {written}\n")
+    out.flush()
+    time.sleep(0.1)
+"""
+
+
+def start_sampler(path: Path):
+    """A process that writes ``time Cached-kB Dirty-kB disk-sectors-written`` every 0.1 s to ``path``
+    (Linux; None elsewhere)."""
+    import subprocess
+
+    if not os.path.exists("/proc/meminfo"):
+        return None
+    return subprocess.Popen([sys.executable, "-c", _SAMPLER, str(path)])
+
+
+def report_page_cache(path: Path, t0: float, end: float) -> None:
+    rows = [tuple(float(x) for x in line.split()) for line in path.read_text().splitlines() if line.count(" ") == 3]
+    rows = [r for r in rows if t0 - 0.2 <= r[0] <= end + 0.2]
+    if len(rows) < 2:
+        return
+    mb = 1 / 1024
+    print(f"page cache: Cached {rows[0][1] * mb:,.0f} -> {rows[-1][1] * mb:,.0f} MB (peak {max(r[1] for r in rows) * mb:,.0f}), "
+          f"Dirty peak {max(r[2] for r in rows) * mb:,.0f} MB, disks took {(rows[-1][3] - rows[0][3]) / 2048:,.0f} MB")
+    marks = []
+    for second in range(int(end - t0) + 1):
+        r = min(rows, key=lambda r: abs(r[0] - t0 - second))
+        marks.append(f"{second}s {r[1] * mb:,.0f}/{r[2] * mb:,.0f}")
+    print("Cached/Dirty MB each second: " + ", ".join(marks))
+
+
 def run(recipe: str, plan: str, paths: list, out: Path) -> float:
     workers, threads = (1, 1) if plan == "1core" else (int(x) for x in plan.split("x"))
     shutil.rmtree(out, ignore_errors=True)
@@ -215,11 +268,20 @@ def main() -> None:
     instrument(args.recipe)
     _LOG.write_text("")
     out = args.work / f"timeline-{args.recipe}-{args.plan}"
+    samples = _LOG.with_suffix(".memory")
+    sampler = start_sampler(samples)
     try:
         t0 = run(args.recipe, args.plan, paths, out)
-        report(t0, time.clock_gettime(time.CLOCK_MONOTONIC))
+        end = time.clock_gettime(time.CLOCK_MONOTONIC)
+        report(t0, end)
+        if sampler is not None:
+            report_page_cache(samples, t0, end)
     finally:
+        if sampler is not None:
+            sampler.kill()
+            sampler.wait()
         _LOG.unlink(missing_ok=True)
+        samples.unlink(missing_ok=True)
         discard(out)  # (the inputs stay for the next run)
 
 

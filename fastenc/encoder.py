@@ -1,6 +1,7 @@
 """The Python API: ``fastenc.load(name_or_path) -> Encoder``."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -109,11 +110,12 @@ class Encoder:
         self.kernel_classes = None if narrow_url else self.classes
         self._caches = None  # per-task piece caches, kept between calls (they only memoize)
         self._seeded = set()  # the tasks whose piece caches hold the vocabulary's tokens (_seed)
-        self._memos_ready = 0  # tasks 0.._memos_ready - 1 have an initialized memo (_task_caches)
-        # One call in the kernels at a time: every call uses these caches and memos (task 0's at
-        # least), and two calls at once from Python threads (a thread pool sharing the Encoder that
-        # ``fastenc.load`` caches) would rewrite slots the other reads. A call uses every core anyway.
-        self._busy = threading.Lock()
+        self._memos_ready: set[int] = set()  # the tasks whose memo is initialized (_init_memos)
+        # Calls from several Python threads at once (a thread pool sharing the Encoder that
+        # ``fastenc.load`` caches) each take task slots of their own (``_lanes``): no two calls
+        # ever read or fill the same caches or memo, so each may evict as one thread does.
+        self._lane_lock = threading.Condition(threading.Lock())
+        self._free_slots: set[int] | None = None  # the task slots no call holds now
         self._outputs = OutputPool()  # id buffers that earlier results have let go of
 
     def __repr__(self) -> str:
@@ -133,7 +135,49 @@ class Encoder:
         """``uint16`` when every id fits, else ``uint32``."""
         return self.info.output_dtype
 
-    def _task_caches(self) -> PieceCaches:
+    @contextlib.contextmanager
+    def _lanes(self, n_tasks: int):
+        """``with enc._lanes(n) as sets:`` the piece caches of one call on ``n`` threads: ``sets[k]``
+        is thread k's (``_caches_of``: one set shared by all the call's threads when there are
+        several, each with a memo of its own). The call holds task slots that no other call holds
+        meanwhile (``_take_slots``). Results do not depend on how many threads a call gets, so a
+        busy Encoder only slows a call down."""
+        slots = self._take_slots(n_tasks)
+        try:
+            yield self._slot_caches(slots)
+        finally:
+            self._give_slots(slots)
+
+    def _take_slots(self, n_tasks: int) -> list:
+        """The lowest free task slots, at most ``n_tasks`` and as many as are free (at least one: it
+        waits for one), their memos initialized. A caller alone always gets slot 0, the warm one."""
+        if self._caches is None:
+            self._task_caches(1)  # (every slot's room, reserved once)
+        with self._lane_lock:
+            if self._free_slots is None:
+                self._free_slots = set(range(self._caches.short.shape[0]))
+            free = self._free_slots
+            while not free:
+                self._lane_lock.wait()
+            slots = [0] if n_tasks <= 1 and 0 in free else sorted(free)[: max(1, n_tasks)]
+            free.difference_update(slots)
+            if not self._memos_ready.issuperset(slots):
+                self._init_memos(slots)
+        return slots
+
+    def _give_slots(self, slots: list) -> None:
+        with self._lane_lock:
+            self._free_slots.update(slots)
+            self._lane_lock.notify_all()
+
+    def _slot_caches(self, slots: list) -> list:
+        """One ``PieceCaches`` per slot: the first slot's set, seeded, shared by all when there are several."""
+        caches = self._caches
+        self._seed(caches, slots[0])  # (before any of the call's threads reads it)
+        shared = len(slots) > 1
+        return [self._caches_of(caches, t, shared=shared, lead=slots[0]) for t in slots]
+
+    def _task_caches(self, n_tasks: int | None = None) -> PieceCaches:
         """One set of piece caches per Numba thread, stacked: ``one_task(caches, t)`` is thread t's.
 
         Room is reserved once for the most threads Numba may use (``NUMBA_NUM_THREADS``): the
@@ -143,22 +187,29 @@ class Encoder:
         row's first page (a 2 MB huge page), and a ``--workers`` process of one thread on a
         64-core machine would otherwise back 63 of them for nothing (126 MB a worker).
         """
-        n_tasks = numba.get_num_threads()
-        if self._caches is None or self._caches.short.shape[0] < n_tasks:
-            room = max(n_tasks, numba.config.NUMBA_NUM_THREADS)
-            tiny, short, long = piece_cache_slots(self.vocab.config)
-            self._caches = PieceCaches(
-                _zeroed_cache_memory((room, tiny, TINY_WORDS)),
-                _zeroed_cache_memory((room, short, SHORT_WORDS)),
-                _zeroed_cache_memory((room, long, LONG_WORDS)),
-                _zeroed_cache_memory((room, memo_words(ids=piece_memo_ids(self.vocab.config)))),
-            )
-            self._seeded = set()
-            self._memos_ready = 0
-        for memo in self._caches.memo[self._memos_ready : n_tasks]:
-            init_piece_memo(memo)
-        self._memos_ready = max(self._memos_ready, n_tasks)
+        # (Numba never runs more threads than NUMBA_NUM_THREADS, the room reserved: the caches are
+        # allocated once, never replaced under a call that holds some of them)
+        n_tasks = min(numba.get_num_threads() if n_tasks is None else n_tasks, numba.config.NUMBA_NUM_THREADS)
+        with self._lane_lock:
+            if self._caches is None:
+                room = numba.config.NUMBA_NUM_THREADS
+                tiny, short, long = piece_cache_slots(self.vocab.config)
+                self._caches = PieceCaches(
+                    _zeroed_cache_memory((room, tiny, TINY_WORDS)),
+                    _zeroed_cache_memory((room, short, SHORT_WORDS)),
+                    _zeroed_cache_memory((room, long, LONG_WORDS)),
+                    _zeroed_cache_memory((room, memo_words(ids=piece_memo_ids(self.vocab.config)))),
+                )
+            self._init_memos(range(n_tasks))
         return PieceCaches(*(tables[:n_tasks] for tables in self._caches))
+
+    def _init_memos(self, tasks) -> None:
+        """Initialize the memos of ``tasks`` that are not yet (with ``_lane_lock`` held: a memo is
+        initialized once, never under a call that uses it)."""
+        for t in tasks:
+            if t not in self._memos_ready:
+                init_piece_memo(self._caches.memo[t])
+                self._memos_ready.add(t)
 
     def thread_caches(self, task: int = 0) -> PieceCaches:
         """The piece caches of one task, for calling ``encode_text`` from your own code."""
@@ -180,8 +231,8 @@ class Encoder:
 
     def _seed(self, caches: PieceCaches, task: int) -> None:
         """Fill task ``task``'s piece caches with the vocabulary's tokens of up to 15 bytes, once
-        (before any thread reads them: ``_encode_runs`` seeds task 0's, which its threads share,
-        before they start)."""
+        (before any thread reads them: ``_lanes`` seeds a call's first slot, whose caches its
+        threads share, before they start)."""
         if task in self._seeded or self._seed_ids is None:
             return
         self._seeded.add(task)
@@ -190,13 +241,8 @@ class Encoder:
         else:
             seed_piece_caches(one_task(caches, task), self._seed_ids, self.vocab.token_bytes, self.vocab.token_offsets)
 
-    def _shares_caches(self, n_tasks: int) -> bool:
-        """Whether a call on ``n_tasks`` threads reads and fills its caches as shared ones
-        (``_caches_of``): with other threads."""
-        return n_tasks > 1
-
-    def _caches_of(self, caches: PieceCaches, task: int, shared: bool) -> PieceCaches:
-        """Task ``task``'s caches. ``shared``: task 0's tiny, short and long caches, its own memo,
+    def _caches_of(self, caches: PieceCaches, task: int, shared: bool, lead: int = 0) -> PieceCaches:
+        """Task ``task``'s caches. ``shared``: task ``lead``'s tiny, short and long caches, its own memo,
         which says so (``piece_memo.set_caches_shared``: then no filled slot is rewritten while
         another thread may read it, ``piece_cache``'s "Shared caches"). Why share: with a set per
         thread, each merged every piece that the halves of a batch have in common (+21% merges on
@@ -206,7 +252,7 @@ class Encoder:
         own = one_task(caches, task)
         set_caches_shared(own.memo, shared)
         if shared:
-            return PieceCaches(caches.tiny[0], caches.short[0], caches.long[0], own.memo)
+            return PieceCaches(caches.tiny[lead], caches.short[lead], caches.long[lead], own.memo)
         return own
 
     # --- encoding -----------------------------------------------------------------------
@@ -221,9 +267,12 @@ class Encoder:
         buf = _read_only(np.frombuffer(data, dtype=np.uint8))
         out = np.empty(len(buf), dtype=self.dtype)
         offsets = np.array([0, len(buf)], dtype=np.int64)
-        with self._busy:
-            n = self._encode_docs(buf, offsets, 0, 1, self.vocab, self.kernel_classes, self.thread_caches(0), out, 0,
+        slots = self._take_slots(1)  # (not ``_lanes``: a generator's cost shows on short texts)
+        try:
+            n = self._encode_docs(buf, offsets, 0, 1, self.vocab, self.kernel_classes, self._slot_caches(slots)[0], out, 0,
                                   np.zeros(1, dtype=np.int64), *self._docs_tail)
+        finally:
+            self._give_slots(slots)
         return out[:n].copy()
 
     @functools.cached_property
@@ -271,20 +320,16 @@ class Encoder:
     def _encode_runs(self, data, offsets, ids, counts) -> int:
         """``encode_batch_counts`` + ``compact_runs``, with the tasks on Python threads
         (``fastenc.tasks``: the same ids, without compiling a ``parallel=True`` kernel)."""
-        with self._busy:
-            caches = self._task_caches()
-            self._seed(caches, 0)  # (task 0's caches: every task's when shared)
-            n_tasks = caches.short.shape[0]
-            shared = self._shares_caches(n_tasks)
+        with self._lanes(numba.get_num_threads()) as sets:
+            n_tasks = len(sets)
             bounds = split_by_bytes(offsets, n_tasks)
             base = int(offsets[0])
 
             def task(t):
                 first, last = int(bounds[t]), int(bounds[t + 1])
                 if first < last:
-                    own = self._caches_of(caches, t, shared=shared)
                     at = int(offsets[first]) - base
-                    self._encode_docs(data, offsets, first, last, self.vocab, self.kernel_classes, own, ids, at, counts,
+                    self._encode_docs(data, offsets, first, last, self.vocab, self.kernel_classes, sets[t], ids, at, counts,
                                       *self._docs_tail)
 
             run_tasks(task, n_tasks)

@@ -50,6 +50,8 @@ def encode_url_chunk(enc, data: np.ndarray, offsets: np.ndarray, order: np.ndarr
     an id never covers less than one byte), else to ``bufs``; either way the returned
     ``tokens`` is a view: copy it before the buffer is reused.
     """
+    import numba
+
     from fastenc.kernels.encode import split_by_bytes
     from fastenc.kernels.url_pack import gather_slots, pack_url_run
     from fastenc.tasks import run_tasks
@@ -70,18 +72,17 @@ def encode_url_chunk(enc, data: np.ndarray, offsets: np.ndarray, order: np.ndarr
     tok_offsets = np.zeros(m + 1, np.int64)
     if m == 0:
         return EncodedUrls(bufs.out_for(0) if out is None else out[:0], tok_offsets, flags)
-    caches = enc._task_caches()
-    n_tasks = caches.short.shape[0]
-    bounds = split_by_bytes(canon_offsets, n_tasks)  # byte-balanced runs of URLs
     canon_read = canon.view()
     canon_read.flags.writeable = False  # the encoder's input type everywhere: one compile of it
+    # the Encoder's caches: task slots that no other call holds meanwhile (``Encoder._lanes``)
+    with enc._lanes(numba.get_num_threads()) as sets:
+        n_tasks = len(sets)
+        bounds = split_by_bytes(canon_offsets, n_tasks)  # byte-balanced runs of URLs
 
-    def encode_run(t):
-        own = enc._caches_of(caches, t, shared=enc._shares_caches(n_tasks))
-        pack_url_run(data, offsets, order, canon_offsets, 0, enc.vocab, enc.kernel_classes, own, canon, canon_read, scratch, counts,
-                     flags, int(bounds[t]), int(bounds[t + 1]))
+        def encode_run(t):
+            pack_url_run(data, offsets, order, canon_offsets, 0, enc.vocab, enc.kernel_classes, sets[t], canon, canon_read,
+                         scratch, counts, flags, int(bounds[t]), int(bounds[t + 1]))
 
-    with enc._busy:  # (the Encoder's caches: one call at a time, fastenc.encoder)
         run_tasks(encode_run, n_tasks)
     np.cumsum(counts, out=tok_offsets[1:])
     total = int(tok_offsets[-1])

@@ -212,7 +212,8 @@ class Encoder:
                 self._memos_ready.add(t)
 
     def thread_caches(self, task: int = 0) -> PieceCaches:
-        """The piece caches of one task, for calling ``encode_text`` from your own code."""
+        """The piece caches of one task, for calling ``encode_text`` from your own code (slot ``task``
+        as it is: not taken from this Encoder's own calls, so use it while none runs in another thread)."""
         caches = self._task_caches()
         self._seed(caches, task)
         return self._caches_of(caches, task, shared=False)

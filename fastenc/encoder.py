@@ -115,7 +115,7 @@ class Encoder:
         # ``fastenc.load`` caches) each take task slots of their own (``_lanes``): no two calls
         # ever read or fill the same caches or memo, so each may evict as one thread does.
         self._lane_lock = threading.Condition(threading.Lock())
-        self._free_slots: set[int] | None = None  # the task slots no call holds now
+        self._free_slots: set[int] = set()  # the task slots no call holds now (all of them once allocated)
         self._outputs = OutputPool()  # id buffers that earlier results have let go of
 
     def __repr__(self) -> str:
@@ -154,8 +154,6 @@ class Encoder:
         if self._caches is None:
             self._task_caches(1)  # (every slot's room, reserved once)
         with self._lane_lock:
-            if self._free_slots is None:
-                self._free_slots = set(range(self._caches.short.shape[0]))
             free = self._free_slots
             while not free:
                 self._lane_lock.wait()
@@ -200,6 +198,7 @@ class Encoder:
                     _zeroed_cache_memory((room, long, LONG_WORDS)),
                     _zeroed_cache_memory((room, memo_words(ids=piece_memo_ids(self.vocab.config)))),
                 )
+                self._free_slots = set(range(room))
             self._init_memos(range(n_tasks))
         return PieceCaches(*(tables[:n_tasks] for tables in self._caches))
 

@@ -52,6 +52,12 @@ __all__ = [
 ]
 
 DEFAULT_BATCH_BYTES = 64 << 20
+# Streaming reads go through a buffer of this size: pyarrow's default (``pre_buffer=True``) reads
+# a row group's whole column chunk first, which for a file written as one big row group (pandas and
+# pq.write_table do that up to 1 M rows) is the whole compressed column in memory at once. A
+# 190 MB-text file, 8 MB batches: pyarrow's peak 164 -> 67 MB, and the first file of a new process
+# (fresh memory, which a VM backs slowly) 3.2-3.5 -> 2.7-3.0 s; a warm read the same (bench/RESULTS.md, session 36).
+READ_BUFFER_BYTES = 1 << 20
 _PARQUET_MAGIC = b"PAR1"
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
@@ -330,7 +336,7 @@ def iter_string_batches(
         raise ValueError("batch_bytes must be positive")
     infos = inspect_inputs(paths, column, candidates=candidates, allow_binary=allow_binary, skip_nulls=skip_nulls)
     for info in infos:
-        pf = pq.ParquetFile(info.path)
+        pf = pq.ParquetFile(info.path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
         md = pf.metadata
         leaf = _leaf_index(pf, info.column)
         row = 0

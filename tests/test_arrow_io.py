@@ -153,6 +153,35 @@ def test_batches_several_files_row_groups_and_types(tmp_path):
     assert got == expect + ["é".encode(), b"", "üüü".encode()] + expect
 
 
+_PEAK_SCRIPT = """
+import sys
+import pyarrow as pa
+from fastenc.arrow_io import iter_string_batches
+n = 0
+for b in iter_string_batches([sys.argv[1]], "text", batch_bytes=1 << 20):
+    n += b.data.size
+print(n, pa.default_memory_pool().max_memory())
+"""
+
+
+def test_batches_stream_a_big_row_group_without_holding_its_column(tmp_path):
+    # One row group of 48 MB of incompressible text in pages of ~1 MB (the writer checks a page's size
+    # every write_batch_size values): a streaming read holds about a batch and a page of it at a time,
+    # not the whole column chunk (pyarrow's pre-buffering read all 48 MB before the first batch).
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(7)
+    docs = [rng.integers(97, 123, 48_000, dtype=np.uint8).tobytes().decode() for _ in range(1000)]
+    path = _write(tmp_path / "big.parquet", pa.table({"text": docs}), row_group_size=1000, compression="none",
+                  write_batch_size=16)
+    assert pq.ParquetFile(path).metadata.num_row_groups == 1
+    out = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, str(path)], capture_output=True, text=True, check=True)
+    total, peak = map(int, out.stdout.split())
+    assert total == 48_000_000
+    assert peak < 16_000_000, f"pyarrow held {peak / 1e6:.1f} MB at once streaming 1 MB batches of a 48 MB row group"
+
+
 def test_candidates(tmp_path):
     p1 = _write(tmp_path / "1.parquet", pa.table({"content": ["c1"], "text": ["t1"]}))
     p2 = _write(tmp_path / "2.parquet", pa.table({"text": ["t2"]}))

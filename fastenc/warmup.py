@@ -402,6 +402,57 @@ def _wait_until(ready, proc) -> None:
         time.sleep(0.1)
 
 
+SCRATCH_PREFIX = "fastenc-warmup-"
+_STALE_AFTER_S = 3600  # a warm-up takes minutes: an older folder of a dead process is a leftover
+
+
+def scratch_folder() -> tempfile.TemporaryDirectory:
+    """The warm-up runs' scratch folder, ``fastenc-warmup-<pid>-*`` in the temporary directory.
+
+    A warm-up that is killed leaves it behind: Ctrl-C during a first run's compile kills the
+    compiling child and its helper with SIGKILL (``_compile_in_child``), which skips their clean-up.
+    So each warm-up first removes the folders of earlier ones whose process is gone."""
+    remove_stale_scratch()
+    return tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
+
+
+def remove_stale_scratch(root: str | os.PathLike | None = None, *, stale_after_s: float = _STALE_AFTER_S) -> list[Path]:
+    """Delete the warm-up scratch folders in ``root`` (default: the temporary directory) that are
+    ours (same user), untouched for ``stale_after_s``, and whose process no longer runs; returns them.
+    (The age guards against a process of another pid namespace sharing the folder.)"""
+    import shutil
+
+    removed = []
+    now = time.time()
+    for p in Path(root or tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+        pid = p.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        try:
+            st = p.lstat()
+        except OSError:
+            continue
+        if not pid.isdigit() or not p.is_dir() or p.is_symlink() or now - st.st_mtime < stale_after_s:
+            continue
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            continue
+        if _process_exists(int(pid)):
+            continue
+        shutil.rmtree(p, ignore_errors=True)
+        removed.append(p)
+    return removed
+
+
+def _process_exists(pid: int) -> bool:
+    if os.name != "posix":
+        return True  # (Windows' os.kill would end the process: keep the folder)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, OverflowError):
+        return True  # (another user's, or cannot tell: keep its folder)
+    return True
+
+
 def compile_families(families, *, quiet: bool = False, jobs: int | None = None) -> float:
     """Compile (or load) the kernels of ``families``; returns the seconds it took.
 
@@ -425,7 +476,7 @@ def compile_families(families, *, quiet: bool = False, jobs: int | None = None) 
         bar.set_postfix_str(name + (" (+ a helper process)" if helper is not None and helper.poll() is None else ""))
 
     try:
-        with _Ticker(bar), tempfile.TemporaryDirectory(prefix="fastenc-warmup-") as tmp:
+        with _Ticker(bar), scratch_folder() as tmp:
             work = Path(tmp)
             if helper is not None and encoder:
                 stage("pre-tokenizers")
@@ -588,7 +639,7 @@ def run(args) -> int:
     from fastenc.progress import summary_line
 
     if args.part:
-        with tempfile.TemporaryDirectory(prefix="fastenc-warmup-") as tmp:
+        with scratch_folder() as tmp:
             for part in args.part:
                 PARTS[part](Path(tmp))
         return 0

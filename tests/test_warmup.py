@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -297,3 +298,44 @@ def test_a_killed_command_takes_its_compile_child_with_it(tmp_path):
                      env=dict(os.environ, NUMBA_CACHE_DIR=cache))
     assert rerun.returncode == 0, rerun.stderr
     assert (tmp_path / "out" / "README.md").is_file()
+
+
+def _dead_pid() -> int:
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_warmup_removes_the_scratch_folders_that_killed_warmups_left(tmp_path, monkeypatch):
+    # A warm-up killed with SIGKILL (Ctrl-C during a first run's compile) cannot delete its scratch
+    # folder; the next warm-up deletes it: ours, old, and its process gone. Anything else stays.
+    import tempfile
+
+    from fastenc import warmup
+
+    old = time.time() - 2 * 3600
+    dead = _dead_pid()
+
+    def folder(name: str, age: float | None = old) -> Path:
+        p = tmp_path / name
+        p.mkdir()
+        (p / "part.parquet").write_bytes(b"x")
+        if age is not None:
+            os.utime(p, (age, age))
+        return p
+
+    leftover = folder(f"{warmup.SCRATCH_PREFIX}{dead}-abc_123")
+    running = folder(f"{warmup.SCRATCH_PREFIX}{os.getpid()}-def")  # a live warm-up (this process)
+    fresh = folder(f"{warmup.SCRATCH_PREFIX}{dead}-ghi", age=None)  # too recent to judge
+    other = folder("fastenc-warmupish-1-x")
+    unnamed = folder(f"{warmup.SCRATCH_PREFIX}x7tcd")  # no pid in the name
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with warmup.scratch_folder() as tmp:
+        assert Path(tmp).parent == tmp_path
+        assert Path(tmp).name.startswith(f"{warmup.SCRATCH_PREFIX}{os.getpid()}-")
+        assert not leftover.exists()
+        assert all(p.is_dir() for p in (running, fresh, other, unnamed))
+    assert not Path(tmp).exists()
+    assert warmup.remove_stale_scratch(tmp_path, stale_after_s=0) == [fresh]

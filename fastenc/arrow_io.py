@@ -11,8 +11,9 @@ Everything the recipes share about I/O lives here:
 - ``arrow_to_flat``: the same conversion for one Arrow array (sliced or chunked arrays too).
 - ``read_column_rows``: a few rows as Python values, for verifying samples.
 - ``open_column`` / ``column_bytes`` / ``iter_column_chunks``: one file's column checked, sized,
-  and streamed whole (row groups decoded ahead by two threads; nulls dropped and counted on
-  request): the URL recipe's reader.
+  and streamed whole (small row groups decoded ahead by two threads, big ones in batches; nulls
+  dropped and counted on request): the URL recipe's reader.
+- ``Prefetch``: a generator run on a thread, items handed over a bounded queue.
 - ``read_guard`` / ``read_row_group``: a damaged page becomes one ``InputError`` naming the file.
 
 Writing is not here: every output goes through the run skeleton (``fastenc.run``).
@@ -21,7 +22,9 @@ from __future__ import annotations
 
 import glob
 import os
+import queue
 import re
+import threading
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
@@ -48,6 +51,7 @@ __all__ = [
     "ColumnChunk",
     "iter_column_chunks",
     "read_row_group",
+    "Prefetch",
     "DEFAULT_BATCH_BYTES",
 ]
 
@@ -58,6 +62,10 @@ DEFAULT_BATCH_BYTES = 64 << 20
 # 190 MB-text file, 8 MB batches: pyarrow's peak 164 -> 67 MB, and the first file of a new process
 # (fresh memory, which a VM backs slowly) 3.2-3.5 -> 2.7-3.0 s; a warm read the same (bench/RESULTS.md, session 36).
 READ_BUFFER_BYTES = 1 << 20
+# iter_column_chunks streams a file with a row group bigger than this (``_row_groups`` says why; the
+# read-ahead holds up to four row groups, so at most ~0.5 GB of column, plus their compressed pages)
+STREAM_ROW_GROUP_BYTES = 128 << 20
+STREAM_BATCH_ROWS = 1 << 17
 _PARQUET_MAGIC = b"PAR1"
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
@@ -431,8 +439,8 @@ class ColumnChunk(NamedTuple):
 
 def iter_column_chunks(path: str | os.PathLike, column: str = "url", *, skip_nulls: bool = False,
                        max_rows: int | None = None) -> Iterator[ColumnChunk]:
-    """Stream ``column`` of one parquet file as ``ColumnChunk``s, in file order (row groups decoded
-    two at a time in background threads: the URL recipe reads whole shards this way). Nulls raise
+    """Stream ``column`` of one parquet file as ``ColumnChunk``s, in file order (``_row_groups``:
+    the URL recipe reads whole shards this way). Nulls raise
     ``InputError`` (file, column, row) unless ``skip_nulls``. ``max_rows``: an Arrow chunk longer
     than that is handed out in slices of at most ``max_rows`` values (views of its buffers), so
     that what a caller derives per chunk stays small whatever the file's row groups."""
@@ -440,8 +448,8 @@ def iter_column_chunks(path: str | os.PathLike, column: str = "url", *, skip_nul
     pf, _, _ = open_column(path, column, allow_binary=True)
     md = pf.metadata
     row = 0
-    for rg, table in enumerate(read_guard(path, _read_ahead(path, column, md.num_row_groups))):
-        for arr in table.column(0).chunks:
+    for rg, chunks in read_guard(path, _row_groups(path, pf, column, max_rows)):
+        for arr in chunks:
             m = len(arr)
             rows = None
             nulls = arr.null_count
@@ -454,9 +462,43 @@ def iter_column_chunks(path: str | os.PathLike, column: str = "url", *, skip_nul
             data, offs = arrow_to_flat(arr)
             yield from _slices(ColumnChunk(data, offs, row, rows, nulls, m), max_rows)
             row += m
-        del table
+        del chunks
     if row != md.num_rows:
         raise InputError(f"{path}: read {row} rows but its footer says {md.num_rows}: is the file being written?")
+
+
+def _row_groups(path: Path, pf: pq.ParquetFile, column: str, max_rows: int | None) -> Iterator[tuple[int, list]]:
+    """``(row group, its Arrow arrays of column)`` in file order, decoded on background threads.
+
+    Row groups of up to ``STREAM_ROW_GROUP_BYTES`` (uncompressed) are decoded whole, two at a time
+    (``_read_ahead``). A file with a bigger one is streamed instead, in batches of ``max_rows``
+    (``STREAM_BATCH_ROWS`` when None), one thread decoding ahead: the read-ahead would hold up to
+    four whole row groups, compressed and decoded, at once. 8.27 M URLs in one row group (561 MB),
+    2 threads: 8.0-9.1 s and peak RSS 1.9 GB -> 5.8-6.3 s and 1.0 GB (pyarrow's share 740 -> 54 MB;
+    bench/RESULTS.md, session 36). Smaller row groups stay whole, decoded in parallel: the same URLs
+    in groups of 1 M (70 MB) took 5.6-6.2 s read ahead, 6.1-6.4 s streamed (1.3 against 1.06 GB);
+    1 M URLs in groups of 100 k, read alone, 0.06-0.07 s against 0.17 s streamed."""
+    md = pf.metadata
+    leaf = _leaf_index(pf, column)
+    biggest = max((md.row_group(rg).column(leaf).total_uncompressed_size for rg in range(md.num_row_groups)), default=0)
+    if biggest <= STREAM_ROW_GROUP_BYTES:
+        for rg, table in enumerate(_read_ahead(path, column, md.num_row_groups)):
+            yield rg, table.column(0).chunks
+        return
+    reader = Prefetch(_batches(path, column, md.num_row_groups, max_rows or STREAM_BATCH_ROWS), depth=2)
+    try:
+        yield from reader
+    finally:
+        reader.close()
+
+
+def _batches(path: Path, column: str, n_groups: int, rows: int) -> Iterator[tuple[int, list]]:
+    """``_row_groups``' streamed form: each row group in record batches of ``rows`` (a ParquetFile
+    of its own: this runs on the Prefetch thread)."""
+    pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
+    for rg in range(n_groups):
+        for rb in pf.iter_batches(batch_size=rows, row_groups=[rg], columns=[column], use_threads=False):
+            yield rg, [rb.column(0)]
 
 
 def _slices(chunk: ColumnChunk, max_rows: int | None) -> Iterator[ColumnChunk]:
@@ -550,3 +592,56 @@ def read_column_rows(path: str | os.PathLike, column: str, rows: Sequence[int]) 
         for k in ks:
             out[k] = arr[rows[k] - base].as_py()
     return out
+
+
+_END = object()
+
+
+class Prefetch:
+    """Runs a generator in a thread, one item ahead (pyarrow decodes while the kernel encodes).
+
+    Exceptions in the generator are re-raised in the consumer; ``close()`` stops the thread.
+    """
+
+    def __init__(self, gen: Iterator, depth: int = 1, name: str = "fastenc-reader"):
+        self.gen = gen
+        self.q: queue.Queue = queue.Queue(maxsize=depth)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def _put(self, item) -> bool:
+        while not self.stop.is_set():
+            try:
+                self.q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        try:
+            for item in self.gen:
+                if not self._put(item):
+                    return
+            self._put(_END)
+        except BaseException as exc:  # handed to the consumer
+            self._put(exc)
+
+    def __iter__(self):
+        while True:
+            item = self.q.get()
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def close(self) -> None:
+        self.stop.set()
+        while True:
+            try:
+                self.q.get_nowait()
+            except queue.Empty:
+                break
+        self.thread.join(timeout=30)

@@ -249,6 +249,82 @@ def test_column_chunks_in_slices_are_the_same_rows(tmp_path_factory, values, row
     assert whole == ([v for v, _ in kept], [i for _, i in kept], values.count(None), len(values))
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(max_size=6)), max_size=40), st.integers(1, 40), st.integers(1, 6),
+       st.integers(1, 7))
+def test_column_chunks_streamed_are_the_same_rows(tmp_path_factory, values, row_group, max_rows, batch_rows):
+    # a file with a row group over STREAM_ROW_GROUP_BYTES is streamed in batches (here every file, in
+    # batches of batch_rows): the same values, file rows and counts as the row groups read whole
+    import fastenc.arrow_io as arrow_io
+
+    p = _write(tmp_path_factory.mktemp("s") / "a.parquet", pa.table({"url": pa.array(values, pa.string())}), row_group_size=row_group)
+    whole = _values_and_rows(iter_column_chunks(p, "url", skip_nulls=True))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(arrow_io, "STREAM_ROW_GROUP_BYTES", -1)
+        mp.setattr(arrow_io, "STREAM_BATCH_ROWS", batch_rows)
+        streamed = list(iter_column_chunks(p, "url", skip_nulls=True))
+        sliced = list(iter_column_chunks(p, "url", skip_nulls=True, max_rows=max_rows))
+    assert all(len(c.offsets) - 1 <= batch_rows for c in streamed)
+    assert all(len(c.offsets) - 1 <= max_rows for c in sliced)
+    assert _values_and_rows(streamed) == whole
+    assert _values_and_rows(sliced) == whole
+    if None in values:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(arrow_io, "STREAM_ROW_GROUP_BYTES", -1)
+            with pytest.raises(InputError, match=rf"null at row {values.index(None)} "):
+                list(iter_column_chunks(p, "url"))
+
+
+_URL_PEAK_SCRIPT = """
+import sys
+import pyarrow as pa
+import fastenc.arrow_io as arrow_io
+arrow_io.STREAM_ROW_GROUP_BYTES = int(sys.argv[2])
+n = 0
+for c in arrow_io.iter_column_chunks(sys.argv[1], "url", max_rows=200):
+    n += c.data.size
+print(n, pa.default_memory_pool().max_memory())
+"""
+
+
+@pytest.mark.parametrize("threshold", [None, 1 << 20])
+def test_a_big_row_group_is_streamed_not_read_whole(tmp_path, threshold):
+    # 48 MB of URLs in one row group, pages of ~1 MB: over the threshold it is streamed (pyarrow holds
+    # about a batch and a page), under it read whole (the whole column chunk, and more)
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(3)
+    urls = [rng.integers(97, 123, 4_800, dtype=np.uint8).tobytes().decode() for _ in range(10_000)]
+    path = _write(tmp_path / "urls.parquet", pa.table({"url": urls}), row_group_size=10_000, compression="none",
+                  write_batch_size=128)
+    limit = str(threshold if threshold is not None else 1 << 30)
+    out = subprocess.run([sys.executable, "-c", _URL_PEAK_SCRIPT, str(path), limit], capture_output=True, text=True, check=True)
+    total, peak = map(int, out.stdout.split())
+    assert total == 48_000_000
+    if threshold is None:
+        assert peak > 48_000_000  # (the test's premise: read whole, the row group is all in memory)
+    else:
+        assert peak < 16_000_000, f"pyarrow held {peak / 1e6:.1f} MB at once streaming a 48 MB row group"
+
+
+def test_a_damaged_page_of_a_streamed_file_is_an_input_error(tmp_path, monkeypatch):
+    import fastenc.arrow_io as arrow_io
+
+    src = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"url": [f"https://example.com/{i}/" * 30 for i in range(2000)]}), src, compression="zstd",
+                   row_group_size=2000)
+    chunk = pq.ParquetFile(src).metadata.row_group(0).column(0)
+    start = chunk.dictionary_page_offset or chunk.data_page_offset
+    raw = bytearray(src.read_bytes())
+    frame = raw.index(b"\x28\xb5\x2f\xfd", start)  # the first zstd frame of the column's pages
+    raw[frame : frame + 4] = b"\x00\x00\x00\x00"
+    src.write_bytes(bytes(raw))
+    monkeypatch.setattr(arrow_io, "STREAM_ROW_GROUP_BYTES", -1)
+    with pytest.raises(InputError, match=r"d.parquet: cannot read it: .*damaged"):
+        list(iter_column_chunks(src, "url"))
+
+
 def test_bad_file_late_in_list_fails_before_any_batch(tmp_path):
     good = _write(tmp_path / "good.parquet", pa.table({"text": ["a"]}))
     bad = _write(tmp_path / "bad.parquet", pa.table({"other": ["a"]}))

@@ -608,21 +608,28 @@ def test_samples_outside_the_hash_windows_are_read_back_from_the_file(tmp_path, 
 
 @pytest.mark.parametrize("keep_windows", [True, False])
 def test_the_pass_in_slices_of_a_row_group_writes_the_same_shard(tmp_path, monkeypatch, keep_windows):
-    """The read pass hashes and encodes a row group in slices of PASS_CHUNK_URLS: the bin and the
-    sidecar do not depend on it, nulls (their rows) and read-back samples included."""
+    """The read pass hashes and encodes a row group in slices of PASS_CHUNK_URLS, or a streamed file
+    in batches: the bin and the sidecar do not depend on it, nulls (their rows) and read-back samples included."""
     urls = source_urls(EXAMPLE)[:1500]
     with_nulls = urls[:700] + [None] + urls[700:1100] + [None, None] + urls[1100:]
     src = write_parquet(tmp_path / "part-00042.parquet", with_nulls, row_group_size=400)
     if not keep_windows:  # every sample then comes back from the file by its row
         monkeypatch.setattr(recipe._SampleWindows, "add", lambda self, *args: None)
+    import fastenc.arrow_io as arrow_io
+
     runs = []
-    for cap, out in ((recipe.PASS_CHUNK_URLS, "whole"), (37, "sliced")):
+    # whole row groups; sliced; and streamed in batches (a file with a row group over
+    # STREAM_ROW_GROUP_BYTES: here every file, in batches of 53 rows, slices of 37)
+    for cap, out, stream in ((recipe.PASS_CHUNK_URLS, "whole", False), (37, "sliced", False), (37, "streamed", True)):
         monkeypatch.setattr(recipe, "PASS_CHUNK_URLS", cap)
+        monkeypatch.setattr(arrow_io, "STREAM_ROW_GROUP_BYTES", -1 if stream else arrow_io.STREAM_ROW_GROUP_BYTES)
+        monkeypatch.setattr(arrow_io, "STREAM_BATCH_ROWS", 53)
         meta = encode_shard(src, tmp_path / out, num_shards=64, skip_nulls=True, quiet=True)
         runs.append(((tmp_path / out / "tokens-s00042.bin").read_bytes(), meta))
-    assert runs[0][0] == runs[1][0]
-    assert runs[0][1] == runs[1][1] and runs[1][1]["null_urls_skipped"] == 3
+    assert runs[0][0] == runs[1][0] == runs[2][0]
+    assert runs[0][1] == runs[1][1] == runs[2][1] and runs[1][1]["null_urls_skipped"] == 3
     assert_card_guarantees(tmp_path / "sliced", 42, 64, urls)
+    assert_card_guarantees(tmp_path / "streamed", 42, 64, urls)
 
 
 def test_sample_windows_hold_the_sampled_urls(tmp_path):

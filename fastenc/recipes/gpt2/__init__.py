@@ -48,7 +48,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import pyarrow.parquet as pq
 
-from fastenc.arrow_io import as_input_list, check_batch_bytes, inspect_inputs, resolve_inputs
+from fastenc.arrow_io import Prefetch, as_input_list, check_batch_bytes, inspect_inputs, resolve_inputs
 from fastenc.errors import UsageError, VerificationError
 from fastenc.progress import format_bytes, format_rate, summary_line
 from fastenc.run import OutputSpec, Run, make_request
@@ -81,7 +81,7 @@ from fastenc.recipes.gpt2.format import (  # noqa: F401  (re-exports)
     token_format,
 )
 from fastenc.recipes.gpt2.parts import Batch, BucketSpill, BucketWriter
-from fastenc.recipes.gpt2.source import Prefetch, count_column_of, describe_document, iter_source
+from fastenc.recipes.gpt2.source import count_column_of, describe_document, iter_source
 from fastenc.recipes.gpt2.verify import verify_output  # noqa: F401  (re-export: fastenc verify calls it here)
 
 #: 2**28 tokens = 512 MiB of bin per part: a few hundred parts for a 100 B-token corpus, each
@@ -332,7 +332,8 @@ def _encode_file(job: _Job, si: int, enc, fmt, stage) -> dict:
     tally = _Tally()
     is_kept = np.zeros(EMPTY + 1, dtype=bool)
     is_kept[job.kept] = True
-    reader = Prefetch(iter_source([src.infos[si]], [src.count_columns[si]], job.batch_bytes, job.skip_nulls))
+    reader = Prefetch(iter_source([src.infos[si]], [src.count_columns[si]], job.batch_bytes, job.skip_nulls),
+                      name="fastenc-gpt2-reader")
     # A batch's runs are spilled on a thread while the next batch is encoded: one process on every
     # core, 7.58 -> 7.05 s for docs x 16 (1 x 1 8.58 -> 7.85), bench/RESULTS.md, session 30. Not in
     # one of several --workers: there the cores are the other workers', and the hand-offs cost ~1%.

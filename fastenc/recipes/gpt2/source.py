@@ -1,10 +1,8 @@
-"""Reading for the GPT-2 recipe: text batches plus the count column of the same rows, prefetched
-by a thread (pyarrow decodes the next batch while the main thread encodes this one), and how
-error messages name a source document."""
+"""Reading for the GPT-2 recipe: text batches plus the count column of the same rows (which the
+recipe prefetches on a thread, ``arrow_io.Prefetch``: pyarrow decodes the next batch while the
+main thread encodes this one), and how error messages name a source document."""
 from __future__ import annotations
 
-import queue
-import threading
 from pathlib import Path
 from typing import Iterator
 
@@ -82,59 +80,6 @@ def iter_source(infos, count_columns, batch_bytes: int, skip_nulls: bool = False
                 continue
             expected = counts.take(batch.first_row, batch.num_rows) if counts is not None else None
             yield si, batch, expected, invalid_utf8_count(batch.data, batch.offsets)
-
-
-_END = object()
-
-
-class Prefetch:
-    """Runs a generator in a thread, one item ahead (pyarrow decodes while the kernel encodes).
-
-    Exceptions in the generator are re-raised in the consumer; ``close()`` stops the thread.
-    """
-
-    def __init__(self, gen: Iterator, depth: int = 1):
-        self.gen = gen
-        self.q: queue.Queue = queue.Queue(maxsize=depth)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="fastenc-gpt2-reader", daemon=True)
-        self.thread.start()
-
-    def _put(self, item) -> bool:
-        while not self.stop.is_set():
-            try:
-                self.q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _run(self) -> None:
-        try:
-            for item in self.gen:
-                if not self._put(item):
-                    return
-            self._put(_END)
-        except BaseException as exc:  # handed to the consumer
-            self._put(exc)
-
-    def __iter__(self):
-        while True:
-            item = self.q.get()
-            if item is _END:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-
-    def close(self) -> None:
-        self.stop.set()
-        while True:
-            try:
-                self.q.get_nowait()
-            except queue.Empty:
-                break
-        self.thread.join(timeout=30)
 
 
 def describe_document(path, row: int, id_column: str | None = None) -> str:

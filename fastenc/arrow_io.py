@@ -456,7 +456,8 @@ def iter_column_chunks(path: str | os.PathLike, column: str = "url", *, skip_nul
             if nulls:
                 valid = arr.is_valid().to_numpy(zero_copy_only=False)
                 if not skip_nulls:
-                    raise _null_error(path, column, row + int(np.argmin(valid)), f" (the first of {nulls} in row group {rg})")
+                    raise _null_error(path, column, row + int(np.argmin(valid)),
+                                      f" (the first of {nulls} in rows {row}-{row + m - 1}, row group {rg})")
                 rows = row + np.flatnonzero(valid)
                 arr = arr.drop_null()
             data, offs = arrow_to_flat(arr)

@@ -83,7 +83,7 @@ def child_kernel(paths, out_dir: Path, threads) -> dict:
         numba.set_num_threads(threads)
     enc = fastenc.load("gpt2")
     enc.encode_arrays(np.frombuffer(b"warm up", np.uint8), np.array([0, 7], np.int64))
-    enc._caches = None  # cold piece caches, as the recipe starts with
+    enc.clear_caches()  # cold piece caches, as the recipe starts with
     batches = list(iter_string_batches(resolve_inputs(paths), "text", batch_bytes=BATCH_BYTES))
     c0 = _cpu_seconds()
     t0 = time.perf_counter()
@@ -104,7 +104,7 @@ def child_recipe(paths, out_dir: Path, threads, warm: bool) -> dict:
         import fastenc
 
         fastenc.load("gpt2").encode_arrays(np.frombuffer(b"warm up", np.uint8), np.array([0, 7], np.int64))
-        fastenc.load("gpt2")._caches = None
+        fastenc.load("gpt2").clear_caches()
         c0 = _cpu_seconds()
         t0 = time.perf_counter()
     from fastenc.recipes.gpt2 import encode_gpt2

@@ -119,7 +119,7 @@ def bench_kernels(corpus: Path, reps: int, stride: int) -> list[dict]:
         numba.set_num_threads(threads)
         times = []
         for _ in range(reps):
-            enc._caches = None  # fresh piece caches
+            enc.clear_caches()  # fresh piece caches
             t = time.perf_counter()
             ids, _ = enc.encode_arrays(canon, offsets)
             times.append(time.perf_counter() - t)

@@ -199,8 +199,23 @@ class Encoder:
                     _zeroed_cache_memory((room, memo_words(ids=piece_memo_ids(self.vocab.config)))),
                 )
                 self._free_slots = set(range(room))
+                # what the sets below say is about these caches: none of them is initialized or seeded yet
+                self._memos_ready = set()
+                self._seeded = set()
             self._init_memos(range(n_tasks))
         return PieceCaches(*(tables[:n_tasks] for tables in self._caches))
+
+    def clear_caches(self) -> None:
+        """Drop the piece caches and memos: the next call starts cold, as in a new process (a benchmark's
+        first pass; or memory handed back, once no result or ``thread_caches`` refers to it). Waits
+        while calls in other threads hold task slots."""
+        with self._lane_lock:
+            while self._caches is not None and len(self._free_slots) < self._caches.memo.shape[0]:
+                self._lane_lock.wait()
+            self._caches = None
+            self._free_slots = set()
+            self._memos_ready = set()
+            self._seeded = set()
 
     def _init_memos(self, tasks) -> None:
         """Initialize the memos of ``tasks`` that are not yet (with ``_lane_lock`` held: a memo is

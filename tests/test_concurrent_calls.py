@@ -136,3 +136,62 @@ def test_a_lone_caller_gets_slot_zero_and_its_warm_caches():
             with enc._lanes(1) as (other,):  # (meanwhile, another call gets the next free slot)
                 assert np.shares_memory(other.short, enc._caches.short[1])
     assert enc._free_slots == set(range(numba.config.NUMBA_NUM_THREADS))
+
+
+@pytest.mark.parametrize("name", ["gpt2", "o200k_base"])
+def test_cleared_caches_start_cold_and_stay_exact(name, docs_fixture, tiktoken_gpt2):
+    """``clear_caches`` drops the caches and every record of them (initialized memos, seeded slots):
+    the next call allocates new ones and initializes their memos (a memo left uninitialized made
+    the kernel read past its arena: session 36's benches crashed), on one thread and on several,
+    while another thread's call waits for it or it for that call."""
+    enc = _fresh(name)
+    texts = docs_fixture.column("text").to_pylist()
+    want = _oracle(name, tiktoken_gpt2).encode_ordinary_batch(texts)
+
+    def ids_of(result):
+        ids, offsets = result
+        return [ids[offsets[i]:offsets[i + 1]].tolist() for i in range(len(texts))]
+
+    assert ids_of(enc.encode_batch(texts)) == want
+    old = enc._caches
+    for threads in (1, 2, 1):
+        enc.clear_caches()
+        assert enc._caches is None and not enc._memos_ready and not enc._seeded
+        assert ids_of(_in_thread_count(threads, enc.encode_batch, texts)) == want
+        assert enc._caches is not old and 0 in enc._memos_ready
+    # a clear from one thread while another encodes: the clear waits for the call's slots, the ids stay exact
+    got = _on_threads(lambda k: enc.clear_caches() if k else _in_thread_count(2, enc.encode_batch, texts), [(0,), (1,)])
+    assert ids_of(got[0]) == want
+    assert ids_of(enc.encode_batch(texts)) == want
+
+
+_DROPPED_BY_HAND = """
+import sys
+import pyarrow.parquet as pq
+import fastenc
+from fastenc.encoder import Encoder
+texts = pq.read_table(sys.argv[1], columns=["text"]).column(0).to_pylist()
+loaded = fastenc.load(sys.argv[2])
+enc = Encoder(loaded.vocab, loaded.info)
+first = enc.encode_batch(texts)
+enc._caches = None
+again = enc.encode_batch(texts)
+assert (first[0] == again[0]).all() and (first[1] == again[1]).all()
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("name", ["gpt2", "o200k_base"])
+def test_caches_dropped_by_hand_are_allocated_and_initialized_again(name):
+    # The records of the caches belong to the caches: replaced, they start empty too (before, a
+    # memo marked initialized for the old caches was not initialized in the new: a segfault, so
+    # this runs in a process of its own)
+    import subprocess
+    import sys
+
+    from pathlib import Path
+
+    fixture = Path(__file__).parent / "data" / "docs_fixture.parquet"
+    proc = subprocess.run([sys.executable, "-c", _DROPPED_BY_HAND, str(fixture), name], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[-2000:])

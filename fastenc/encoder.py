@@ -151,12 +151,14 @@ class Encoder:
     def _take_slots(self, n_tasks: int) -> list:
         """The lowest free task slots, at most ``n_tasks`` and as many as are free (at least one: it
         waits for one), their memos initialized. A caller alone always gets slot 0, the warm one."""
-        if self._caches is None:
-            self._task_caches(1)  # (every slot's room, reserved once)
         with self._lane_lock:
-            free = self._free_slots
-            while not free:
+            # (the caches, if absent: every slot's room, reserved once; looked at again after each
+            # wait, as a clear_caches in another thread may have dropped them meanwhile)
+            self._allocate_caches()
+            while not self._free_slots:
                 self._lane_lock.wait()
+                self._allocate_caches()
+            free = self._free_slots
             slots = [0] if n_tasks <= 1 and 0 in free else sorted(free)[: max(1, n_tasks)]
             free.difference_update(slots)
             if not self._memos_ready.issuperset(slots):
@@ -189,21 +191,26 @@ class Encoder:
         # allocated once, never replaced under a call that holds some of them)
         n_tasks = min(numba.get_num_threads() if n_tasks is None else n_tasks, numba.config.NUMBA_NUM_THREADS)
         with self._lane_lock:
-            if self._caches is None:
-                room = numba.config.NUMBA_NUM_THREADS
-                tiny, short, long = piece_cache_slots(self.vocab.config)
-                self._caches = PieceCaches(
-                    _zeroed_cache_memory((room, tiny, TINY_WORDS)),
-                    _zeroed_cache_memory((room, short, SHORT_WORDS)),
-                    _zeroed_cache_memory((room, long, LONG_WORDS)),
-                    _zeroed_cache_memory((room, memo_words(ids=piece_memo_ids(self.vocab.config)))),
-                )
-                self._free_slots = set(range(room))
-                # what the sets below say is about these caches: none of them is initialized or seeded yet
-                self._memos_ready = set()
-                self._seeded = set()
+            self._allocate_caches()
             self._init_memos(range(n_tasks))
-        return PieceCaches(*(tables[:n_tasks] for tables in self._caches))
+            return PieceCaches(*(tables[:n_tasks] for tables in self._caches))
+
+    def _allocate_caches(self) -> None:
+        """The caches of every slot, if there are none (with ``_lane_lock`` held)."""
+        if self._caches is not None:
+            return
+        room = numba.config.NUMBA_NUM_THREADS
+        tiny, short, long = piece_cache_slots(self.vocab.config)
+        self._caches = PieceCaches(
+            _zeroed_cache_memory((room, tiny, TINY_WORDS)),
+            _zeroed_cache_memory((room, short, SHORT_WORDS)),
+            _zeroed_cache_memory((room, long, LONG_WORDS)),
+            _zeroed_cache_memory((room, memo_words(ids=piece_memo_ids(self.vocab.config)))),
+        )
+        self._free_slots = set(range(room))
+        # what the sets below say is about these caches: none of them is initialized or seeded yet
+        self._memos_ready = set()
+        self._seeded = set()
 
     def clear_caches(self) -> None:
         """Drop the piece caches and memos: the next call starts cold, as in a new process (a benchmark's

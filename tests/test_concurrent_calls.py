@@ -159,9 +159,21 @@ def test_cleared_caches_start_cold_and_stay_exact(name, docs_fixture, tiktoken_g
         assert enc._caches is None and not enc._memos_ready and not enc._seeded
         assert ids_of(_in_thread_count(threads, enc.encode_batch, texts)) == want
         assert enc._caches is not old and 0 in enc._memos_ready
-    # a clear from one thread while another encodes: the clear waits for the call's slots, the ids stay exact
-    got = _on_threads(lambda k: enc.clear_caches() if k else _in_thread_count(2, enc.encode_batch, texts), [(0,), (1,)])
-    assert ids_of(got[0]) == want
+    # clears from one thread while three others encode: a clear waits for the calls' slots, a call
+    # that waited for a slot finds the caches gone and allocates new ones; nothing hangs, ids stay exact
+    parts = [texts[k::3] for k in range(3)]
+    part_want = [want[k::3] for k in range(3)]
+
+    def encode_part(k):
+        for _ in range(6):
+            ids, offsets = _in_thread_count(1 + k % 2, enc.encode_batch, parts[k])
+            assert [ids[offsets[i]:offsets[i + 1]].tolist() for i in range(len(parts[k]))] == part_want[k], k
+
+    def clear_often():
+        for _ in range(24):
+            enc.clear_caches()
+
+    _on_threads(lambda k: clear_often() if k == 3 else encode_part(k), [(k,) for k in range(4)])
     assert ids_of(enc.encode_batch(texts)) == want
 
 

@@ -326,6 +326,40 @@ def test_the_cli_loads_cached_kernels_without_numba_registries_and_library_users
     assert proc.stderr.strip().splitlines()[-1] == "registries False", proc.stderr[-2000:]
 
 
+def test_the_cli_puts_arrow_on_the_system_allocator_and_library_users_keep_theirs(tmp_path):
+    # run/process.system_arrow_pool: a CLI process (and its workers) takes Arrow's buffers from the C
+    # library's malloc, not the bundled mimalloc, whose arenas sit on huge pages that cost a new
+    # process more to touch first; a user's own process, and a user's ARROW_DEFAULT_MEMORY_POOL, keep
+    # their pool. The output does not depend on it.
+    import os
+    import subprocess
+    import sys
+
+    shard = REPO / "examples" / "part-00042.parquet"
+    probe = "import pyarrow as pa; print('pool', pa.default_memory_pool().backend_name)"
+    cli_run = ("import sys; from fastenc.cli import main; rc = main(['urls', sys.argv[1], '-o', sys.argv[2], "
+               "'--num-shards', '64', '-q']); assert rc == 0; " + probe)
+    user_run = ("import sys; from fastenc.recipes.urls import encode_shard; "
+                "encode_shard(sys.argv[1], sys.argv[2], num_shards=64, quiet=True); " + probe)
+    late_import = "from fastenc.run.process import kernels_only_process; kernels_only_process(); " + probe
+
+    def pool(code, out, **env):
+        proc = subprocess.run([sys.executable, "-c", code, str(shard), str(out)], capture_output=True, text=True,
+                              env={k: v for k, v in {**os.environ, **env}.items() if v is not None}, cwd=REPO,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout.split()[-1]
+
+    bare = pool(probe, tmp_path / "none", ARROW_DEFAULT_MEMORY_POOL=None)  # pyarrow's own default here
+    assert pool(cli_run, tmp_path / "cli", ARROW_DEFAULT_MEMORY_POOL=None) == "system"
+    assert pool(late_import, tmp_path / "late", ARROW_DEFAULT_MEMORY_POOL=None) == "system"
+    assert pool(user_run, tmp_path / "user", ARROW_DEFAULT_MEMORY_POOL=None) == bare
+    chosen = next(b for b in ("mimalloc", "jemalloc") if b in pa.supported_memory_backends())  # (wheels ship both)
+    assert pool(cli_run, tmp_path / "chosen", ARROW_DEFAULT_MEMORY_POOL=chosen) == chosen
+    bins = [(tmp_path / d / "tokens-s00042.bin").read_bytes() for d in ("cli", "user", "chosen")]
+    assert bins[0] and bins[0] == bins[1] == bins[2]
+
+
 def test_python_m_fastenc_exits_with_main_s_status_and_flushes_its_output(tmp_path, tiktoken_gpt2):
     # console_main ends the process with os._exit (no interpreter teardown): the exit status,
     # and everything printed, must be what main() returned and wrote.

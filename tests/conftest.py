@@ -83,6 +83,21 @@ def docs_fixture():
     return pq.read_table(DOCS_FIXTURE)
 
 
+@pytest.fixture
+def sigint_delivered():
+    """Ctrl-C tests: SIGINT raises KeyboardInterrupt here, and children started meanwhile get it too,
+    as in a terminal. A shell that starts the tests in the background without job control (a script's
+    `pytest &`) leaves SIGINT ignored, and every child inherits that: those tests would then test
+    nothing."""
+    import signal
+
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 def pytest_sessionstart(session):
     """In CI the shared corpora must be there: a parity test is never skipped in CI.
 

@@ -166,7 +166,7 @@ def test_each_on_threads_uses_at_most_one_thread_per_usable_cpu():
 
 
 @pytest.mark.skipif(usable_cpus() < 2, reason="one usable CPU: the items run in the calling thread, nothing to wait for")
-def test_each_on_threads_interrupted_lets_the_running_items_finish_first():
+def test_each_on_threads_interrupted_lets_the_running_items_finish_first(sigint_delivered):
     """Ctrl-C while the calling thread waits: KeyboardInterrupt, but only once the items already
     running are done (they write into a staging folder that the caller deletes next)."""
     done = []

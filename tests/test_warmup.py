@@ -229,7 +229,7 @@ def _first_run_inside_its_compile(tmp_path, cache: str, *extra, **popen):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_ctrl_c_while_compiling_ahead_stops_the_compile_at_once(tmp_path):
+def test_ctrl_c_while_compiling_ahead_stops_the_compile_at_once(tmp_path, sigint_delivered):
     """The first run compiles in a child ``fastenc warmup --ahead`` (fastenc.warmup.compile_ahead): a
     Ctrl-C of the command stops that child and its helper within a moment, and the command ends with
     its one-line message, nothing published."""

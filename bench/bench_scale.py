@@ -25,6 +25,14 @@ the baseline of a per-core speed-up: N workers on N cores against one worker on 
 process of one Numba thread on the free machine, where its parquet reader thread (which decodes the
 next batch while the encoder works; ~0.19 s of CPU per 97 MB of GPT-2 text, half of a warm encode)
 runs on the other core: that run already uses more than one core, so N workers cannot be N times it.
+
+And one ceiling per worker count N, *N independent 1-core runs*: N processes at once, each pinned to a CPU of its
+own and running the recipe alone over its contiguous share of the files into an output of its own (no fork, no
+shared work folder, no reduce across them; wall: the slowest, CPU: the sum). It is what N cores of this machine
+give this recipe with no coordination at all: on these VMs two busy vCPUs slow each other down (memory, page
+cache, the host), by an amount that changes from one sitting to the next. "2 x 1" against it is the share of the
+scaling that fastenc's map/reduce costs; against "1 core", the machine's share is in it too (bench/RESULTS.md,
+session 38). Its outputs are N separate ones, so its "identical" column reads n/a.
 """
 from __future__ import annotations
 
@@ -167,6 +175,33 @@ def run_in_child(recipe: str, paths, out: Path, workers: int, shards: int, threa
     return r
 
 
+def run_split_in_children(recipe: str, paths, out: Path, parts: int, shards: int) -> dict:
+    """The ceiling for ``parts`` workers (module docstring): ``parts`` fresh processes at once, each pinned to a
+    CPU of its own, each a whole 1-core run over its contiguous share of ``paths`` into an output of its own."""
+    import json
+    import subprocess
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < parts:
+        raise SystemExit(f"{parts} independent 1-core runs need {parts} CPUs; this process may use {len(cpus)}")
+    shares = [paths[len(paths) * j // parts : len(paths) * (j + 1) // parts] for j in range(parts)]
+    outs = [out.with_name(f"{out.name}-{j}") for j in range(parts)]
+    procs = []
+    for share, o, cpu in zip(shares, outs, cpus):
+        spec = json.dumps({"recipe": recipe, "paths": [str(x) for x in share], "out": str(o), "workers": 1,
+                           "shards": shards, "threads": 1, "one_core": True, "cpu": cpu})
+        procs.append(subprocess.Popen([sys.executable, __file__, "--child", spec], stdout=subprocess.PIPE, text=True))
+    rs = []
+    for proc, o in zip(procs, outs):
+        stdout, _ = proc.communicate()
+        discard(o)
+        if proc.returncode:
+            raise SystemExit(f"an independent 1-core run of {recipe} failed (exit {proc.returncode})")
+        rs.append(json.loads(stdout.strip().splitlines()[-1]))
+    return {"total": max(r["total"] for r in rs), "cpu": sum(r["cpu"] for r in rs), "map": max(r["map"] for r in rs),
+            "rest": max(r["rest"] for r in rs), "digest": None}
+
+
 def _child(spec: str) -> None:
     import json
 
@@ -178,8 +213,8 @@ def _child(spec: str) -> None:
     from fastenc.run.process import kernels_only_process
 
     kernels_only_process()
-    if a.get("one_core"):
-        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # before any thread exists: all inherit it
+    if a.get("one_core"):  # before any thread exists: all inherit it
+        os.sched_setaffinity(0, {a.get("cpu", min(os.sched_getaffinity(0)))})
     r = timed_run(a["recipe"], [Path(p) for p in a["paths"]], Path(a["out"]), a["workers"], a["shards"], a["threads"],
                   with_digest=False)
     print(json.dumps(r))
@@ -225,36 +260,41 @@ def main() -> None:
     import numba
 
     cores = numba.config.NUMBA_NUM_THREADS
-    # (workers, threads per worker, pinned to one CPU): one process confined to one core (every
-    # thread of it: the baseline of a per-core speed-up), one process of one Numba thread on a free
-    # machine (its parquet reader thread then runs beside the encoder, on the other core), one
-    # process on every core (the default), then N processes
-    plans = ([] if args.in_process else [(1, 1, True)]) + [(1, 1, False), (1, cores, False)] + \
-        [(w, max(1, cores // w), False) for w in args.workers if w > 1]
+    # (workers, threads per worker, kind): "core" one process confined to one core (every thread of it: the
+    # baseline of a per-core speed-up), "free" a run on the free machine (one process of one Numba thread, whose
+    # parquet reader thread then runs beside the encoder on the other core; one process on every core, the
+    # default; then N processes), "split" N independent 1-core runs at once (the ceiling, module docstring)
+    plans = ([] if args.in_process else [(1, 1, "core")]) + [(1, 1, "free"), (1, cores, "free")] + \
+        [(w, max(1, cores // w), "free") for w in args.workers if w > 1] + \
+        ([] if args.in_process else [(w, 1, "split") for w in args.workers if 1 < w <= cores])
     print("recipe | files | rows per file | workers x threads | wall s | CPU s | map s | reduce+publish s | reduce share | "
           "speed-up vs 1 core | vs 1x1 | identical")
     for recipe, paths in inputs.items():
         rows = int(np.mean([pq.ParquetFile(x).metadata.num_rows for x in paths]))
         results = {plan: [] for plan in plans}
         for k in range(args.rounds):  # every plan once a round, the order reversed every other round
-            for w, t, pinned in (plans if k % 2 == 0 else plans[::-1]):
-                out = args.work / (f"out-{recipe}-1core" if pinned else f"out-{recipe}-{w}x{t}")
-                if pinned:
+            for w, t, kind in (plans if k % 2 == 0 else plans[::-1]):
+                out = args.work / {"core": f"out-{recipe}-1core", "free": f"out-{recipe}-{w}x{t}",
+                                   "split": f"out-{recipe}-{w}-split"}[kind]
+                if kind == "split":
+                    r = run_split_in_children(recipe, paths, out, w, args.shards)
+                elif kind == "core":
                     r = run_in_child(recipe, paths, out, w, args.shards, t, one_core=True)
                 else:
                     run = timed_run if args.in_process else run_in_child
                     r = run(recipe, paths, out, w, args.shards, t)
                 discard(out)
-                results[(w, t, pinned)].append(r)
+                results[(w, t, kind)].append(r)
         first = results[plans[0]][0]
-        core = next((results[p] for p in plans if p[2]), None)
-        base = next(results[p] for p in plans if not p[2])
-        for (w, t, pinned), rs in results.items():
+        core = next((results[p] for p in plans if p[2] == "core"), None)
+        base = next(results[p] for p in plans if p[2] == "free")
+        for (w, t, kind), rs in results.items():
             med = {key: statistics.median(r[key] for r in rs) for key in ("total", "cpu", "map", "rest")}
-            label = f"{w} x {t}" + (" (1 core)" if pinned else "")
+            label = {"core": f"{w} x {t} (1 core)", "free": f"{w} x {t}", "split": f"{w} independent 1-core runs"}[kind]
+            same = "n/a" if kind == "split" else all(r["digest"] == first["digest"] for r in rs)
             print(f"{recipe} | {len(paths)} | {rows:,} | {label} | {med['total']:.1f} | {med['cpu']:.1f} | {med['map']:.1f} | "
                   f"{med['rest']:.1f} | {med['rest'] / med['total']:.1%} | {_ratios(core, rs)} | {_ratios(base, rs)} | "
-                  f"{all(r['digest'] == first['digest'] for r in rs)}", flush=True)
+                  f"{same}", flush=True)
 
 
 def _ratios(baseline, runs) -> str:

@@ -266,7 +266,7 @@ def main() -> None:
     # default; then N processes), "split" N independent 1-core runs at once (the ceiling, module docstring)
     plans = ([] if args.in_process else [(1, 1, "core")]) + [(1, 1, "free"), (1, cores, "free")] + \
         [(w, max(1, cores // w), "free") for w in args.workers if w > 1] + \
-        ([] if args.in_process else [(w, 1, "split") for w in args.workers if 1 < w <= cores])
+        ([] if args.in_process else [(w, 1, "split") for w in args.workers if 1 < w <= len(os.sched_getaffinity(0))])
     print("recipe | files | rows per file | workers x threads | wall s | CPU s | map s | reduce+publish s | reduce share | "
           "speed-up vs 1 core | vs 1x1 | identical")
     for recipe, paths in inputs.items():

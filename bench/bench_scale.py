@@ -161,16 +161,35 @@ def timed_run(recipe: str, paths, out: Path, workers: int, shards: int, threads:
     return r
 
 
-def run_in_child(recipe: str, paths, out: Path, workers: int, shards: int, threads: int | None, one_core: bool = False) -> dict:
-    """``timed_run`` in a fresh process (``--child``); its digest is taken here. ``one_core``: the
-    process (every thread of it: the encoder, the parquet reader, pyarrow's pool) is pinned to one CPU."""
+def _start_child(recipe: str, paths, out: Path, workers: int, shards: int, threads: int | None, one_core: bool,
+                 cpu: int | None = None):
+    """A fresh process running ``timed_run`` (``--child``); ``one_core``: pinned to one CPU (``cpu``, else the
+    lowest this process may use). ``_child_result`` waits for it."""
     import json
     import subprocess
 
-    spec = json.dumps({"recipe": recipe, "paths": [str(p) for p in paths], "out": str(out), "workers": workers,
-                       "shards": shards, "threads": threads, "one_core": one_core})
-    proc = subprocess.run([sys.executable, __file__, "--child", spec], capture_output=True, text=True, check=True)
-    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    spec = {"recipe": recipe, "paths": [str(p) for p in paths], "out": str(out), "workers": workers, "shards": shards,
+            "threads": threads, "one_core": one_core}
+    if cpu is not None:
+        spec["cpu"] = cpu
+    return subprocess.Popen([sys.executable, __file__, "--child", json.dumps(spec)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _child_result(proc) -> dict:
+    import json
+
+    stdout, stderr = proc.communicate()
+    if proc.returncode:
+        sys.stderr.write(stderr)
+        raise SystemExit(f"a bench run failed (exit {proc.returncode}); its output is above")
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def run_in_child(recipe: str, paths, out: Path, workers: int, shards: int, threads: int | None, one_core: bool = False) -> dict:
+    """``timed_run`` in a fresh process (``--child``); its digest is taken here. ``one_core``: the
+    process (every thread of it: the encoder, the parquet reader, pyarrow's pool) is pinned to one CPU."""
+    r = _child_result(_start_child(recipe, paths, out, workers, shards, threads, one_core))
     r["digest"] = digest(out)
     return r
 
@@ -178,26 +197,16 @@ def run_in_child(recipe: str, paths, out: Path, workers: int, shards: int, threa
 def run_split_in_children(recipe: str, paths, out: Path, parts: int, shards: int) -> dict:
     """The ceiling for ``parts`` workers (module docstring): ``parts`` fresh processes at once, each pinned to a
     CPU of its own, each a whole 1-core run over its contiguous share of ``paths`` into an output of its own."""
-    import json
-    import subprocess
-
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < parts:
         raise SystemExit(f"{parts} independent 1-core runs need {parts} CPUs; this process may use {len(cpus)}")
     shares = [paths[len(paths) * j // parts : len(paths) * (j + 1) // parts] for j in range(parts)]
     outs = [out.with_name(f"{out.name}-{j}") for j in range(parts)]
-    procs = []
-    for share, o, cpu in zip(shares, outs, cpus):
-        spec = json.dumps({"recipe": recipe, "paths": [str(x) for x in share], "out": str(o), "workers": 1,
-                           "shards": shards, "threads": 1, "one_core": True, "cpu": cpu})
-        procs.append(subprocess.Popen([sys.executable, __file__, "--child", spec], stdout=subprocess.PIPE, text=True))
+    procs = [_start_child(recipe, share, o, 1, shards, 1, True, cpu) for share, o, cpu in zip(shares, outs, cpus)]
     rs = []
     for proc, o in zip(procs, outs):
-        stdout, _ = proc.communicate()
+        rs.append(_child_result(proc))
         discard(o)
-        if proc.returncode:
-            raise SystemExit(f"an independent 1-core run of {recipe} failed (exit {proc.returncode})")
-        rs.append(json.loads(stdout.strip().splitlines()[-1]))
     return {"total": max(r["total"] for r in rs), "cpu": sum(r["cpu"] for r in rs), "map": max(r["map"] for r in rs),
             "rest": max(r["rest"] for r in rs), "digest": None}
 

@@ -204,9 +204,15 @@ def run_split_in_children(recipe: str, paths, out: Path, parts: int, shards: int
     outs = [out.with_name(f"{out.name}-{j}") for j in range(parts)]
     procs = [_start_child(recipe, share, o, 1, shards, 1, True, cpu) for share, o, cpu in zip(shares, outs, cpus)]
     rs = []
-    for proc, o in zip(procs, outs):
-        rs.append(_child_result(proc))
-        discard(o)
+    try:
+        for proc, o in zip(procs, outs):
+            rs.append(_child_result(proc))
+            discard(o)
+    finally:  # one run failed: stop the others rather than leave them running after the bench exits
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     return {"total": max(r["total"] for r in rs), "cpu": sum(r["cpu"] for r in rs), "map": max(r["map"] for r in rs),
             "rest": max(r["rest"] for r in rs), "digest": None}
 

@@ -360,6 +360,48 @@ def test_the_cli_puts_arrow_on_the_system_allocator_and_library_users_keep_their
     assert bins[0] and bins[0] == bins[1] == bins[2]
 
 
+def test_the_cli_keeps_freed_memory_for_its_next_unit_and_library_users_keep_the_defaults(tmp_path):
+    # run/process.keep_freed_memory: in a CLI process (and its workers) a large block that is freed
+    # stays in the heap, and the next one of that size is carved from it: no page faults the second
+    # time; and NumPy no longer advises huge pages for its arrays. A user's own process, and a
+    # user's MALLOC_/GLIBC_TUNABLES/NUMPY_MADVISE_HUGEPAGE settings, keep the defaults (glibc gives a
+    # 64 MB block a mapping of its own, unmapped when freed: faulted in again).
+    import ctypes
+    import os
+    import subprocess
+    import sys
+
+    try:
+        ctypes.CDLL(None).gnu_get_libc_version
+    except AttributeError:
+        pytest.skip("not glibc: keep_freed_memory leaves the allocator alone there")
+    text = tmp_path / "t.txt"
+    text.write_text("Hello, world!\n")
+    probe = ("; import ctypes, resource; libc = ctypes.CDLL(None); libc.malloc.restype = ctypes.c_void_p; "
+             "libc.free.argtypes = [ctypes.c_void_p]; n = 64 << 20; faults = []\n"
+             "for _ in range(2):\n"
+             "    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt; p = libc.malloc(n); ctypes.memset(p, 1, n)\n"
+             "    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before); libc.free(p)\n"
+             "from fastenc.run.process import _numpy_madvise_setter as setter\n"
+             "print('faults', faults[1], 'numpy-huge', setter()(False), file=sys.stderr)")
+    codes = {"cli": "import sys; from fastenc.cli import main; rc = main(sys.argv[1:])" + probe,
+             "user": "import sys, fastenc; print(fastenc.load('gpt2').encode(open(sys.argv[2]).read()))" + probe}
+
+    def after(who, **env):
+        proc = subprocess.run([sys.executable, "-c", codes[who], "encode", str(text)], capture_output=True, text=True,
+                              env={**os.environ, **env}, cwd=REPO, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        _, faults, _, huge = proc.stderr.strip().splitlines()[-1].split()
+        return int(faults), huge == "True"
+
+    cli_faults, cli_huge = after("cli")
+    assert cli_faults < 16 and not cli_huge  # the freed 64 MB again: no new pages (16,384 of 4 kB, or 32 huge ones)
+    user_faults, user_huge = after("user")
+    assert user_faults >= 32 and user_huge  # the defaults: a new mapping, faulted in again; NumPy's advice on
+    own_faults, own_huge = after("cli", MALLOC_MMAP_MAX_="65536", NUMPY_MADVISE_HUGEPAGE="1")
+    assert own_faults >= 32 and own_huge  # the user's own settings are kept
+
+
 def test_python_m_fastenc_exits_with_main_s_status_and_flushes_its_output(tmp_path, tiktoken_gpt2):
     # console_main ends the process with os._exit (no interpreter teardown): the exit status,
     # and everything printed, must be what main() returned and wrote.

@@ -1,8 +1,9 @@
 """Settings for a process that runs fastenc's kernels only: the CLI and its map workers.
 
-Two trim Numba's start-up, one moves Arrow's buffers to the C library's allocator: settings a
-user's own process must not get unasked (it may use Numba extensions, compile code that needs
-every registry, or want its own Arrow pool), so they are applied by
+Two trim Numba's start-up, one moves Arrow's buffers to the C library's allocator, one has that
+allocator keep freed memory for the next unit: settings a user's own process must not get unasked
+(it may use Numba extensions, compile code that needs every registry, want its own Arrow pool or
+its memory handed back), so they are applied by
 ``kernels_only_process()`` from ``fastenc.cli.main`` and the workers' initializer, never on
 ``import fastenc``. They live outside ``fastenc/kernels`` on purpose: an edit of a kernel file
 wipes the kernels' Numba cache (``kernels/cache_guard.py``), and nothing here is kernel code.
@@ -95,10 +96,79 @@ def system_arrow_pool() -> None:
     pa.set_memory_pool(pa.system_memory_pool())
 
 
+_MALLOC_ENV = ("MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES")
+_NUMPY_HUGE_ENV = "NUMPY_MADVISE_HUGEPAGE"
+_M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters (malloc.h)
+_M_MMAP_MAX = -4
+
+
+def _numpy_madvise_setter():
+    """NumPy's switch for its huge-page advice (``_set_madvise_hugepage(on)``, which returns the
+    previous setting; the function behind ``NUMPY_MADVISE_HUGEPAGE``), or None where it is missing."""
+    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):  # NumPy 2, NumPy 1
+        try:
+            return __import__(module, fromlist=["_set_madvise_hugepage"])._set_madvise_hugepage
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
+def keep_freed_memory() -> None:
+    """Keep the memory a unit frees for the next unit, on small pages.
+
+    glibc gives every block above its mmap threshold (32 MB at most) a mapping of its own and
+    unmaps it when it is freed, and hands the top of its heap back once more than the trim
+    threshold is free. A recipe's unit asks for the same large buffers as the one before (Arrow's
+    decoded columns, NumPy's arrays), so every unit wrote into fresh memory again: a page fault
+    and a zeroed page per 4 kB, ~35 k faults a 1 M-URL shard. With mappings off (``M_MMAP_MAX``
+    0) and trimming off, a freed block stays in the heap and the next unit's is carved from it.
+
+    NumPy asks for transparent huge pages for the data of every array of 4 MB or more. On a heap
+    that advice spreads: the heap grows into the advised region, and Arrow's buffers then land on
+    huge pages too, whose first touch costs ~4x that of small pages on the VMs measured (the host
+    backs freed memory again; ``system_arrow_pool``): a worker's first unit took 0.3 s more system
+    time. So NumPy's advice is turned off as well. The tables whose random reads want huge pages
+    (the piece caches, the URL recipe's shard-wide arrays) ask for them themselves
+    (``fastenc.memory.huge_array``), in mappings of their own.
+
+    Together (``bench/scale_timeline.py --plan 1core``, one core, 8 units; bench/RESULTS.md,
+    "Session 40"): URLs (1.03 M a shard) 11.15 -> 9.62 s, later shards 1.23-1.43 -> 1.09-1.14 s
+    with 0.6-4 k page faults each instead of 19-39 k, the first shard level (1.79 -> 1.84); gpt2
+    (13,252 documents a file) 13.05 -> 12.25 s, its first file 2.35 -> 1.79 s. The cost: the
+    process keeps its peak heap until it exits (the peak itself is the same).
+
+    For processes that run fastenc only (the CLI, its workers); a user's own ``MALLOC_*``,
+    ``GLIBC_TUNABLES`` or ``NUMPY_MADVISE_HUGEPAGE`` settings are kept. Elsewhere than glibc the
+    allocator part changes nothing (musl's ``mallopt`` does nothing, macOS has none).
+    """
+    import os
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    if _NUMPY_HUGE_ENV not in os.environ and (set_advice := _numpy_madvise_setter()) is not None:
+        set_advice(False)
+    if any(v in os.environ for v in _MALLOC_ENV):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+        libc.gnu_get_libc_version  # glibc's parameter numbers: only on glibc
+    except (OSError, AttributeError):
+        return
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)
+    mallopt(_M_MMAP_MAX, 0)
+
+
 def kernels_only_process() -> None:
     """Start-up settings for a process that runs fastenc's kernels only (the CLI, its map
-    workers): no Numba extensions loaded, lean cache loads, Arrow on the C library's allocator.
-    Never applied on ``import fastenc``."""
+    workers): no Numba extensions loaded, lean cache loads, Arrow on the C library's allocator,
+    which keeps freed memory for the next unit. Never applied on ``import fastenc``."""
     skip_numba_extensions()
     lean_cache_loads()
     system_arrow_pool()
+    keep_freed_memory()

@@ -135,7 +135,7 @@ def keep_freed_memory() -> None:
     "Session 40"): URLs (1.03 M a shard) 11.15 -> 9.62 s, later shards 1.23-1.43 -> 1.09-1.14 s
     with 0.6-4 k page faults each instead of 19-39 k, the first shard level (1.79 -> 1.84); gpt2
     (13,252 documents a file) 13.05 -> 12.25 s, its first file 2.35 -> 1.79 s. The cost: the
-    process keeps its peak heap until it exits (the peak itself is the same).
+    process keeps its peak heap until it exits, and that peak was 20-35 MB higher (~500 MB runs).
 
     For processes that run fastenc only (the CLI, its workers); a user's own ``MALLOC_*``,
     ``GLIBC_TUNABLES`` or ``NUMPY_MADVISE_HUGEPAGE`` settings are kept. Elsewhere than glibc the

@@ -14,6 +14,9 @@ with the number of documents that differ. Ratios are peer time / fastenc time, s
 and thread count, from this one run. With ``--rounds R`` every worker runs R times, the tools
 alternating (their order reversed every other round): each figure is the median over rounds, and
 the per-round ratios are printed beside it (these VMs swing by 10-30% from minute to minute).
+Each round's line also gives the first pass's system time and page faults: on these VMs a page
+of memory that the host has not backed yet (or has taken back) costs ~2.5 ms a MB at its first
+touch, whichever tool touches it, and that is most of the swing of a first pass.
 
 Peers: pip install tiktoken gigatoken quicktok-v1 bpe-openai rs-bpe. The tiktoken oracle reads the
 rank files committed in vocab/ (tests/test_encodings.py's route, no download).
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -112,9 +116,11 @@ def worker(args) -> None:
     texts = column.to_pylist()
     run, to_lists = _make_runner(args.worker, args.encoding, int(args.threads))
     run(column.slice(0, 1), texts[:1])  # one-off start-up (fastenc: loading compiled kernels) untimed
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     result = run(column, texts)
     first = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
     # The digests now, and the result let go before the warm passes: a pipeline hands each result
     # on. (Kept alive, it made fastenc's next pass write into fresh memory, its earlier buffer being
     # busy: the first warm pass of o200k at 2 threads took 0.40-0.44 s where the next took 0.23.)
@@ -125,7 +131,8 @@ def worker(args) -> None:
         t0 = time.perf_counter()
         run(column, texts)
         times.append(time.perf_counter() - t0)
-    print(json.dumps({"first_s": first, "warm_s": statistics.median(times), "times": times, "digests": digests}))
+    print(json.dumps({"first_s": first, "warm_s": statistics.median(times), "times": times, "digests": digests,
+                      "first_sys_s": r1.ru_stime - r0.ru_stime, "first_faults": r1.ru_minflt - r0.ru_minflt}))
 
 
 def _spawn(tool: str, name: str, threads: int, args) -> dict:
@@ -177,6 +184,7 @@ def main() -> None:
                     r["differ"] = sum(a != b for a, b in zip(r.pop("digests"), want))
                     runs.setdefault((tool, threads), []).append(r)
                     print(f"{name:12s} {tool:12s} {threads}T  round {rnd + 1}  first {mb / r['first_s']:7.1f} MB/s  "
+                          f"(system {r['first_sys_s']:.2f} s, {r['first_faults']:,} page faults)  "
                           f"warm {mb / r['warm_s']:7.1f} MB/s  {'exact' if r['differ'] == 0 else str(r['differ']) + ' docs differ'}",
                           flush=True)
         results = {key: {"first_s": statistics.median(r["first_s"] for r in rs),

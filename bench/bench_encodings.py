@@ -14,9 +14,10 @@ with the number of documents that differ. Ratios are peer time / fastenc time, s
 and thread count, from this one run. With ``--rounds R`` every worker runs R times, the tools
 alternating (their order reversed every other round): each figure is the median over rounds, and
 the per-round ratios are printed beside it (these VMs swing by 10-30% from minute to minute).
-Each round's line also gives the first pass's system time and page faults: on these VMs a page
-of memory that the host has not backed yet (or has taken back) costs ~2.5 ms a MB at its first
-touch, whichever tool touches it, and that is most of the swing of a first pass.
+Each round's line also gives the first pass's system time and page faults: on these VMs memory
+that the host has not backed yet (or has taken back) costs ~5 ms a MB at its first touch on huge
+pages (~0.45 on 4 kB pages), whichever tool touches it, and that is most of the swing of a first
+pass (bench/RESULTS.md, session 41).
 
 Peers: pip install tiktoken gigatoken quicktok-v1 bpe-openai rs-bpe. The tiktoken oracle reads the
 rank files committed in vocab/ (tests/test_encodings.py's route, no download).

@@ -603,4 +603,3 @@ def test_long_and_near_duplicate_pieces_match_tiktoken(name, oracle, tiktoken_gp
                     assert ids[offsets[i]:offsets[i + 1]].tolist() == w, (seed, n_threads, texts[i][:300])
     finally:
         numba.set_num_threads(threads)
-

@@ -127,7 +127,8 @@ def keep_freed_memory() -> None:
     that advice spreads: the heap grows into the advised region, and Arrow's buffers then land on
     huge pages too, whose first touch costs several times that of small pages on the VMs measured
     (~5 ms against ~0.45 a MB where the host backs the memory again; bench/RESULTS.md, "Session 41";
-    ``system_arrow_pool``): a worker's first unit took 0.3 s more system time. So NumPy's advice is turned off as well. The tables whose random reads want huge pages
+    ``system_arrow_pool``): a worker's first unit took 0.3 s more system time. So NumPy's advice is
+    turned off as well. The tables whose random reads want huge pages
     (the piece caches, the URL recipe's shard-wide arrays) ask for them themselves
     (``fastenc.memory.huge_array``), in mappings of their own.
 

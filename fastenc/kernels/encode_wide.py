@@ -16,7 +16,7 @@ from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from fastenc.kernels import config as cfg
-from fastenc.kernels.bpe import merge_long_piece, merge_short_piece
+from fastenc.kernels.bpe import merge_long_piece_with, merge_short_piece
 from fastenc.kernels.jit import NO_REFCOUNTING
 from fastenc.kernels.loads import ASCII_MASKS, element_address, load_acquire_at, load_at, load_word, prefetch_at, store_wide_ids8
 from fastenc.kernels.piece_cache import (
@@ -104,7 +104,7 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
     memo = caches.memo
     shared = caches_shared(memo)  # short and long shared with other threads: no slot is rewritten
     ranks = np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # scratch of the short-piece merge
-    work = np.empty(7 * 4 * MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # of the long-piece merge (grows)
+    work = np.empty(7 * 4 * MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # of the long-piece merge (a longer part brings its own)
     ring = np.empty(_RING * (_BLOCK + 1), dtype=np.int64)  # (room for a memo store after a full block)
     out_limit = out_pos + (end - start)
     size = data.shape[0]
@@ -121,6 +121,9 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
     window = ASCII_MASKS and (pretok == cfg.PRETOK_CL100K or pretok == cfg.PRETOK_O200K)  # 64 ASCII bytes at a time
     whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
     joinable = vocab.joinable
+    token_table = vocab.token_table  # (read once here: taken from vocab at each call, each paid an incref and a decref)
+    token_bytes = vocab.token_bytes
+    token_offsets = vocab.token_offsets
     token_prefixes = vocab.token_prefixes
     span_pairs = vocab.span_pairs
     pos = start
@@ -184,7 +187,7 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
                     piece_end = url_piece_end(data, found, end)
                 if piece_end - found > short_bytes:
                     if whole_piece_lookup:  # tiktoken's rule, HF's ignore_merges: a token is emitted as is
-                        whole = token_id_of(vocab.token_table, vocab.token_bytes, vocab.token_offsets, data, found, piece_end)
+                        whole = token_id_of(token_table, token_bytes, token_offsets, data, found, piece_end)
                     if whole < 0:
                         # Too long for the short cache: from the memo if seen before, else cut
                         # where no merge can cross (segments.py) and encode the parts one by one,
@@ -270,9 +273,7 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
                 if whole != _MEMO_BEGIN:  # (a first part is encoded below)
                     new_pos = wide_memo_emit(memo, _MEMO_HIT - whole, data, pos, piece_end, out, out_pos)
                     if new_pos < 0:  # a tag collision: the whole piece merged (as its parts would be)
-                        if work.shape[0] < 7 * n:
-                            work = np.empty(max(7 * n, 2 * work.shape[0]), dtype=np.int64)
-                        new_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
+                        new_pos = merge_long_piece_with(data, pos, piece_end, vocab, work, out, out_pos)
                     out_pos = new_pos
                     pos = piece_end
                     continue
@@ -288,9 +289,7 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
                 out_pos = _cached_or_merged(data, pos, piece_end, vocab, short, long, ranks, out, out_pos,
                                             out_limit, cacheable, short_ids, long_ids, not in_memo, shared)
             else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
-                if work.shape[0] < 7 * n:
-                    work = np.empty(max(7 * n, 2 * work.shape[0]), dtype=np.int64)
-                out_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
+                out_pos = merge_long_piece_with(data, pos, piece_end, vocab, work, out, out_pos)
             pos = piece_end
     return out_pos
 

@@ -25,6 +25,7 @@ _NO_PAIR = np.int64(1) << np.int64(62)
 
 
 _NEEDS_RANK = np.int64(-2)
+_U1 = np.uint64(1)
 _EMPTY_PAIR = np.uint64(0xFFFFFFFFFFFFFFFF)
 _NO_SLOT = np.uint64(0xFFFFFFFFFFFFFFFF)  # (no probe: the pair filter says the pair is not there)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -86,20 +87,29 @@ def merge_short_piece(data, start, end, vocab, ranks, out, out_pos):
         out[out_pos] = whole
         n = 1
     else:
+        # Every index here is a uint64 (`u`, `ua`, from `first` and `ids`): Numba adds wraparound
+        # code (a negative index counts from the end) to every signed index, on the loads that the
+        # next merge waits for. Unsigned: 9-11% less time a new piece in the merge alone, first passes
+        # over docs.parquet 14-19% faster (cl100k, o200k), GPT-2's 4-6% (bench/RESULTS.md, session 43).
         pmask = np.uint64(pair_table.shape[0] - 1)
-        for i in range(n):
-            out[out_pos + i] = byte_ids[data[start + i]]
-        for i in range(n - 1):  # the first round of ranks from the direct byte-pair table
-            r = np.int64(byte_pair_ranks[(np.int64(data[start + i]) << 8) | np.int64(data[start + i + 1])])
-            ranks[i] = r if r >= 0 else _NO_PAIR
+        first = np.uint64(start)
+        ids = np.uint64(out_pos)
+        for k in range(n):
+            u = np.uint64(k)
+            out[ids + u] = byte_ids[data[first + u]]
+        for k in range(n - 1):  # the first round of ranks from the direct byte-pair table
+            u = np.uint64(k)
+            r = np.int64(byte_pair_ranks[(np.uint64(data[first + u]) << np.uint64(8)) | np.uint64(data[first + u + _U1])])
+            ranks[u] = r if r >= 0 else _NO_PAIR
         ranks[n - 1] = _NO_PAIR
         while n > 1:
             best = _NO_PAIR
             at = -1
             for i in range(n - 1):
-                r = ranks[i]
+                u = np.uint64(i)
+                r = ranks[u]
                 if r == _NEEDS_RANK:
-                    key = (np.uint64(out[out_pos + i]) << np.uint64(20)) | np.uint64(out[out_pos + i + 1])
+                    key = (np.uint64(out[ids + u]) << np.uint64(20)) | np.uint64(out[ids + u + _U1])
                     slot = ((key * _GOLDEN) >> np.uint64(32)) & pmask
                     r = _NO_PAIR
                     word, bit = pair_filter_bit(key, filter_words)
@@ -112,7 +122,7 @@ def merge_short_piece(data, start, end, vocab, ranks, out, out_pos):
                             r = np.int64(entry & np.uint64(0xFFFFFF))
                             break
                         slot = (slot + np.uint64(1)) & pmask
-                    ranks[i] = r
+                    ranks[u] = r
                 if r < best:
                     best = r
                     at = i
@@ -120,28 +130,30 @@ def merge_short_piece(data, start, end, vocab, ranks, out, out_pos):
                 break
             # The merged id: the rank itself in tiktoken's vocabularies. The merge_result load it
             # skips sits on the chain from one merge to the next pair lookups (config.RANK_IS_ID).
+            ua = np.uint64(at)
             if rank_is_id:
-                out[out_pos + at] = best
+                out[ids + ua] = best
             else:
-                out[out_pos + at] = merge_result[best]
+                out[ids + ua] = merge_result[best]
             # The two pairs the merge makes are ranked in the next scan: start loading their
             # filter words and table slots now, while the tail shifts down. (cl100k's 1 MB and
             # o200k's 2 MB pair tables do not fit a 1 MB L2; `python bench/bench_merge.py`, every
             # distinct piece of docs.parquet: o200k 478-483 -> 418-430 ns a piece, cl100k 378-401
             # -> 357-367; GPT-2's 512 KB table: level.)
-            merged = np.uint64(out[out_pos + at])
+            merged = np.uint64(out[ids + ua])
             if at > 0:
-                _prefetch_pair(pair_filter, pair_table, (np.uint64(out[out_pos + at - 1]) << np.uint64(20)) | merged)
+                _prefetch_pair(pair_filter, pair_table, (np.uint64(out[ids + ua - _U1]) << np.uint64(20)) | merged)
             if at + 2 < n:
-                _prefetch_pair(pair_filter, pair_table, (merged << np.uint64(20)) | np.uint64(out[out_pos + at + 2]))
+                _prefetch_pair(pair_filter, pair_table, (merged << np.uint64(20)) | np.uint64(out[ids + ua + np.uint64(2)]))
             for i in range(at + 1, n - 1):
-                out[out_pos + i] = out[out_pos + i + 1]
-                ranks[i] = ranks[i + 1]
+                u = np.uint64(i)
+                out[ids + u] = out[ids + u + _U1]
+                ranks[u] = ranks[u + _U1]
             n -= 1
-            ranks[n - 1] = _NO_PAIR
-            ranks[at] = _NEEDS_RANK if at + 1 < n else _NO_PAIR
+            ranks[np.uint64(n - 1)] = _NO_PAIR
+            ranks[ua] = _NEEDS_RANK if at + 1 < n else _NO_PAIR
             if at > 0:
-                ranks[at - 1] = _NEEDS_RANK
+                ranks[ua - _U1] = _NEEDS_RANK
     # Every array used in the exit block: Numba's pruner then drops all their refcounting.
     if (data.shape[0] | ranks.shape[0] | out.shape[0] | byte_ids.shape[0] | pair_table.shape[0] | merge_result.shape[0]
             | token_table.shape[0] | token_bytes.shape[0] | token_offsets.shape[0] | byte_pair_ranks.shape[0]

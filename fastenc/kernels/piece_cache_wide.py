@@ -208,8 +208,9 @@ def wide_cache_lookup(cache, data, start, end, out, out_pos, out_limit, promote)
 def wide_cache_store(cache, data, start, end, ids, ids_start, count, shared):
     """``cache_store`` for the wide layout: 0..wide_max_piece_ids(cache) ids, each <= WIDE_MAX_ID;
     the same slots, claims, publication and eviction rule (``shared``: none). Without reference
-    counting, as ``cache_store`` (it paid ~10 atomic updates per store: 4.7% of an o200k first pass
-    in NRT_incref/decref with the work array's below, 0.3% without; bench/RESULTS.md, session 43)."""
+    counting, as ``cache_store``: its atomic reference-count updates per store, with those the wide
+    loop paid per piece off its hot path, were 4.7% of an o200k first pass, 0.3% since
+    (bench/RESULTS.md, session 43)."""
     key_words = cache.shape[1] >> 1
     slot, last = claim_key_slot(cache, data, start, end, shared)
     if slot >= 0:

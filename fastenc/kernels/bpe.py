@@ -285,9 +285,8 @@ def merge_long_piece_with(data, start, end, vocab, work, out, out_pos):
     else with scratch of its own. (A caller that grew its own ``work`` instead, reassigning it in its
     loop, paid an incref and a decref of it around every call in that loop, hot or not.)"""
     n = end - start
-    if work.shape[0] < 7 * n:
-        return merge_long_piece(data, start, end, vocab, np.empty(7 * n, dtype=np.int64), out, out_pos)
-    return merge_long_piece(data, start, end, vocab, work, out, out_pos)
+    scratch = work if work.shape[0] >= 7 * n else np.empty(7 * n, dtype=np.int64)
+    return merge_long_piece(data, start, end, vocab, scratch, out, out_pos)
 
 
 @njit(cache=True)

@@ -411,7 +411,9 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                 ring[slot + _U3] = 0
                 n_found += 1
                 memo_from = -1
-        # --- encode them: a function of its own (the same speed, ~1 s less to compile; RESULTS.md, session 6) ---
+        # --- encode them: encode_block, inlined (forceinline): a call passed ~190 words of arguments
+        # on the stack (every array of vocab and caches, exploded), 3.3% of a warm GPT-2 pass (perf);
+        # inlined, first passes ran 1.08x, warm 1.03x (bench/RESULTS.md, session 44) ---
         out_pos = encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limit, ranks, work, state)
         if state[0] >= 0:  # a long part needs more merge room: the caller grows work and resumes
             return out_pos
@@ -419,7 +421,7 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
     return out_pos
 
 
-@njit(cache=True, **NO_REFCOUNTING)
+@njit(cache=True, forceinline=True, **NO_REFCOUNTING)
 def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limit, ranks, work, state):
     """The second half of ``encode_run``'s turn: the ids of the ``n_found`` pieces in ``ring``
     (``ring[4k]`` a piece's end, ``ring[4k + 1]`` a whole-token id or -1, ``ring[4k + 2]`` the

@@ -42,7 +42,7 @@ def _prefetch_pair(pair_filter, pair_table, key):
     prefetch_at(element_address(pair_table, _mix_slot(key, pair_table.shape[0] - 1)))
 
 
-@njit(cache=True, forceinline=True)
+@njit(cache=True)
 def merge_short_piece(data, start, end, vocab, ranks, out, out_pos):
     """``bpe_piece`` for a piece of 2..len(ranks) bytes, written for the per-miss hot path.
 
@@ -51,10 +51,18 @@ def merge_short_piece(data, start, end, vocab, ranks, out, out_pos):
     ``ranks`` (int64, at least end - start long) passed in instead of allocated. A pair's rank is
     looked up lazily, when the scan first needs it, so the lookup code appears once.
 
-    Inlined into its callers (``forceinline``): a call passes every array of ``vocab`` exploded
-    (7 words each), ~115 words on the stack per new piece; inlined, first passes ran 1.06x (gpt2)
-    to 1.10x (cl100k_base, o200k_base) faster (bench/RESULTS.md, session 44).
+    A call: the body is ``merge_short_piece_inlined``, which a caller may inline instead.
     """
+    return merge_short_piece_inlined(data, start, end, vocab, ranks, out, out_pos)
+
+
+@njit(cache=True, forceinline=True)
+def merge_short_piece_inlined(data, start, end, vocab, ranks, out, out_pos):
+    """``merge_short_piece``, inlined into its caller (``forceinline``). A call passes every array of
+    ``vocab`` exploded (7 words each): ~115 words on the stack per new piece. The wide loop's
+    ``_cached_or_merged`` inlines it: cl100k_base and o200k_base first passes ran 1.10-1.14x faster
+    (bench/RESULTS.md, session 44). The GPT-2/URL loop calls ``merge_short_piece``: inlined
+    there, the first pass ran no faster and URL warm passes 0.83x (its hot loop's code got worse)."""
     byte_ids = vocab.byte_ids
     pair_table = vocab.pair_table
     merge_result = vocab.merge_result

@@ -260,7 +260,7 @@ def encode_narrow(data, start, end, vocab, classes, caches, scratch, out, out_po
             work = np.empty(max(state[2], 2 * work.shape[0]), dtype=np.int64)
 
 
-@njit(cache=True, **NO_REFCOUNTING)
+@njit(cache=True, forceinline=True, **NO_REFCOUNTING)
 def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, ranks, work, ring, state):
     """The encode loop: ids of ``data[start:end]`` (``start`` a piece boundary, or a part
     boundary inside a long piece that ends at ``cut_end``) into ``out[out_pos:]``; returns the
@@ -273,7 +273,11 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
     memoized).
 
     Compiled without reference counting (``jit.NO_REFCOUNTING``), so it allocates nothing: the
-    scratch comes from ``encode_narrow``. Ids below 65,536 only (its callers check).
+    scratch comes from ``encode_narrow``. Ids below 65,536 only (its callers check). Inlined into
+    its two callers (``forceinline``; ``encode_narrow`` and ``runs._encode_span``): a call passed
+    ~24 arrays exploded on the stack, per document; inlined, URL passes ran 1.16x (first) and
+    1.17x (warm), GPT-2 1.03-1.14x / 1.02-1.11x, for ~1 s more of a cold compile (bench/RESULTS.md,
+    session 44).
 
     The text is taken in blocks of up to ``_BLOCK`` pieces: first the pre-tokenizer finds a
     block's pieces and prefetches each one's cache slot, then the block is encoded. Two short
@@ -413,7 +417,7 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                 memo_from = -1
         # --- encode them: encode_block, inlined (forceinline): a call passed ~190 words of arguments
         # on the stack (every array of vocab and caches, exploded), 3.3% of a warm GPT-2 pass (perf);
-        # inlined, first passes ran 1.08x, warm 1.03x (bench/RESULTS.md, session 44) ---
+        # inlined, GPT-2 first passes ran 1.08-1.12x, warm 1.03x, URLs 1.14x / 1.08x (bench/RESULTS.md, session 44) ---
         out_pos = encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limit, ranks, work, state)
         if state[0] >= 0:  # a long part needs more merge room: the caller grows work and resumes
             return out_pos

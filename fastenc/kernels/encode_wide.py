@@ -16,7 +16,7 @@ from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from fastenc.kernels import config as cfg
-from fastenc.kernels.bpe import merge_long_piece_with, merge_short_piece
+from fastenc.kernels.bpe import merge_long_piece_with, merge_short_piece_inlined
 from fastenc.kernels.jit import NO_REFCOUNTING
 from fastenc.kernels.loads import ASCII_MASKS, element_address, load_acquire_at, load_at, load_word, prefetch_at, store_wide_ids8
 from fastenc.kernels.piece_cache import (
@@ -318,7 +318,7 @@ def _cached_or_merged(data, pos, piece_end, vocab, short, long, ranks, out, out_
     else:
         hit = wide_cache_lookup(long, data, pos, piece_end, out, out_pos, out_limit, False)
     if hit < 0:
-        new_pos = merge_short_piece(data, pos, piece_end, vocab, ranks, out, out_pos)
+        new_pos = merge_short_piece_inlined(data, pos, piece_end, vocab, ranks, out, out_pos)
         count = new_pos - out_pos
         if not cacheable:
             for j in range(out_pos, new_pos):

@@ -77,7 +77,8 @@ def _encode_span(data, offsets, doc, last, pos, cut_end, doc_at, out_pos, eos, v
     in document ``doc``, whose output began at ``doc_at`` and goes on at ``out_pos``. Returns
     ``last`` when done (``state[_STOP_OUT]``: the end position), else the document where a part
     needs more than ``work`` holds: ``state[0..2]`` as ``encode_run`` set them, and the
-    ``_STOP_*`` words where to go on. Allocates nothing."""
+    ``_STOP_*`` words where to go on. Allocates nothing. ``encode_run`` is inlined here (no call per
+    document: encode.py)."""
     while doc < last:
         end = offsets[doc + 1]
         while True:

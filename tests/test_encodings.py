@@ -186,6 +186,25 @@ def test_adversarial_inputs_match_tiktoken(pair, text):
     assert enc.decode(ids) == text
 
 
+def test_a_long_part_mid_batch_grows_the_merge_room(pair):
+    """A document with a part longer than the wide loop's merge room (parts of up to 124 bytes at
+    first) is encoded again with more room (``encode_wide.wide_loop``), in the middle of a batch:
+    it and the documents before and after it are tiktoken's, on one thread and on two."""
+    import numba
+
+    _, ref = pair
+    texts = ["Hello, world!", "x" * 5_000 + " tail", " short one", "ab" * 3_000, "1" * 700, "y" * 200, "end."] * 3
+    want = [ref.encode_ordinary(t) for t in texts]
+    before = numba.get_num_threads()
+    try:
+        for threads in sorted({1, numba.config.NUMBA_NUM_THREADS}):
+            numba.set_num_threads(threads)
+            ids, offsets = fastenc.load(ref.name).encode_batch(texts)  # (fresh caches: the parts are merged)
+            assert [ids[offsets[i]:offsets[i + 1]].tolist() for i in range(len(texts))] == want
+    finally:
+        numba.set_num_threads(before)
+
+
 def _new_codepoints() -> str:
     """Letters, marks and numbers that Python's unicodedata (Unicode 14 here) does not know but
     tiktoken's regex (Unicode 16) does: found from the shipped table, not hard-coded."""

@@ -292,16 +292,6 @@ def merge_long_piece(data, start, end, vocab, work, out, out_pos):
 
 
 @njit(cache=True)
-def merge_long_piece_with(data, start, end, vocab, work, out, out_pos):
-    """``merge_long_piece`` with ``work`` as its scratch where that holds ``7 * (end - start)``,
-    else with scratch of its own. (A caller that grew its own ``work`` instead, reassigning it in its
-    loop, paid an incref and a decref of it around every call in that loop, hot or not.)"""
-    n = end - start
-    scratch = work if work.shape[0] >= 7 * n else np.empty(7 * n, dtype=np.int64)
-    return merge_long_piece(data, start, end, vocab, scratch, out, out_pos)
-
-
-@njit(cache=True)
 def bpe_piece(data, start, end, vocab, out, out_pos):
     """Encode ``data[start:end]`` (one pre-token piece, non-empty) into ``out[out_pos:]``.
 

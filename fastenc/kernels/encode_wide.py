@@ -11,12 +11,14 @@ cache (``caches.tiny`` is not read), whose slots hold 6 ids (``piece_cache_wide`
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from fastenc.kernels import config as cfg
-from fastenc.kernels.bpe import merge_long_piece_with, merge_short_piece_inlined
+from fastenc.kernels.bpe import merge_long_piece, merge_short_piece_inlined
 from fastenc.kernels.jit import NO_REFCOUNTING
 from fastenc.kernels.loads import ASCII_MASKS, element_address, load_acquire_at, load_at, load_word, prefetch_at, store_wide_ids8
 from fastenc.kernels.piece_cache import (
@@ -86,26 +88,70 @@ def encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos):
 
     The loop (``wide_loop``) is compiled for read-only ``data`` and int64 positions only, whatever
     the caller passes (``encode.encode_with`` says why)."""
-    return wide_loop(as_readonly(data), np.int64(start), np.int64(end), vocab, classes, caches, out, np.int64(out_pos))
+    text, s, e = as_readonly(data), np.int64(start), np.int64(end)
+    scratch = new_wide_scratch()
+    while True:
+        new_pos = wide_loop(text, s, e, vocab, classes, caches, out, np.int64(out_pos), scratch)
+        if new_pos >= 0:
+            return new_pos
+        scratch = grown_wide_scratch(scratch, -new_pos)  # (and the document again: wide_loop)
+
+
+class WideScratch(NamedTuple):
+    """``wide_loop``'s working memory, allocated once per run of documents (``new_wide_scratch``):
+    ``ranks`` (the short-piece merge), ``work`` (the long-piece merge, 7 places per byte of a
+    part: ``grown_wide_scratch`` makes room for a longer one) and ``ring`` (a block's pieces, with
+    room for a memo store after a full block)."""
+
+    ranks: np.ndarray
+    work: np.ndarray
+    ring: np.ndarray
 
 
 @njit(cache=True)
-def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
-    """``encode_text_wide``'s loop.
+def new_wide_scratch():
+    return WideScratch(np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64),
+                       np.empty(7 * 4 * MAX_CACHED_PIECE_BYTES, dtype=np.int64),
+                       np.empty(_RING * (_BLOCK + 1), dtype=np.int64))
+
+
+@njit(cache=True)
+def grown_wide_scratch(scratch, need):
+    """``scratch`` with a work array of at least ``need`` places (and at least twice the old one,
+    so that a document is encoded again only a few times however its long parts grow)."""
+    return WideScratch(scratch.ranks, np.empty(max(need, 2 * scratch.work.shape[0]), dtype=np.int64), scratch.ring)
+
+
+@njit(cache=True, forceinline=True, **NO_REFCOUNTING)
+def wide_loop(data, start, end, vocab, classes, caches, out, out_pos, scratch):
+    """``encode_text_wide``'s loop, with ``scratch`` from ``new_wide_scratch``: returns the new
+    out_pos, or, when a long part (or a whole piece) needs more merge room than ``scratch.work``
+    has, minus the room it needs, having stopped there. Then the caller grows the scratch
+    (``grown_wide_scratch``) and encodes the document again from its start: what was written
+    is rewritten the same, and the caches only memoize, so nothing else needs undoing. (The
+    GPT-2/URL loop resumes where it stopped instead; this loop's memo state would have to be
+    carried over, for a case that real text rarely reaches: the work array starts with room for
+    parts of 124 bytes and only grows.)
 
     The text is taken in blocks of up to ``_BLOCK`` pieces, as in ``encode.encode_run``: the
     pre-tokenizer finds a block's pieces and prefetches each short one's home slot (whose address
     it keeps in the ring), then the block is encoded, so the slots' memory latency overlaps the
     finding of the rest of the block.
+
+    Like ``encode.encode_run``: compiled without reference counting (so it allocates nothing: its
+    scratch is passed in) and inlined into its callers. Allocating its scratch itself, with
+    reference counting, a call per document cost more than the encoding of a short one: 400k lines
+    of 72 bytes, cl100k_base, warm: 100 MB/s (NRT_incref/decref half of the time), 330 MB/s on
+    long documents (bench/RESULTS.md, session 44).
     """
     byte_ids = vocab.byte_ids
     short = caches.short
     long = caches.long
     memo = caches.memo
     shared = caches_shared(memo)  # short and long shared with other threads: no slot is rewritten
-    ranks = np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # scratch of the short-piece merge
-    work = np.empty(7 * 4 * MAX_CACHED_PIECE_BYTES, dtype=np.int64)  # of the long-piece merge (a longer part brings its own)
-    ring = np.empty(_RING * (_BLOCK + 1), dtype=np.int64)  # (room for a memo store after a full block)
+    ranks = scratch.ranks
+    work = scratch.work
+    ring = scratch.ring
     out_limit = out_pos + (end - start)
     size = data.shape[0]
     cacheable = vocab.config[cfg.VOCAB_SIZE] <= WIDE_MAX_ID + 1  # else only pieces whose ids fit
@@ -273,7 +319,9 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
                 if whole != _MEMO_BEGIN:  # (a first part is encoded below)
                     new_pos = wide_memo_emit(memo, _MEMO_HIT - whole, data, pos, piece_end, out, out_pos)
                     if new_pos < 0:  # a tag collision: the whole piece merged (as its parts would be)
-                        new_pos = merge_long_piece_with(data, pos, piece_end, vocab, work, out, out_pos)
+                        if 7 * n > work.shape[0]:
+                            return -7 * n  # (no room: the caller grows work, docstring)
+                        new_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
                     out_pos = new_pos
                     pos = piece_end
                     continue
@@ -289,7 +337,9 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos):
                 out_pos = _cached_or_merged(data, pos, piece_end, vocab, short, long, ranks, out, out_pos,
                                             out_limit, cacheable, short_ids, long_ids, not in_memo, shared)
             else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
-                out_pos = merge_long_piece_with(data, pos, piece_end, vocab, work, out, out_pos)
+                if 7 * n > work.shape[0]:
+                    return -7 * n  # (no room: the caller grows work, docstring)
+                out_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
             pos = piece_end
     return out_pos
 

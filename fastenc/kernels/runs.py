@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit
 
 from fastenc.kernels.encode import check_narrow_classes, encode_run, new_scratch
-from fastenc.kernels.encode_wide import wide_loop
+from fastenc.kernels.encode_wide import grown_wide_scratch, new_wide_scratch, wide_loop
 from fastenc.kernels.jit import NO_REFCOUNTING
 
 # encode_docs' resume point, in scratch.state beside encode_run's own words (0..5)
@@ -111,9 +111,15 @@ def encode_docs_wide(data, offsets, first, last, vocab, classes, caches, out, at
     """``encode_docs`` for a vocabulary that ``encode.takes_wide_loop`` sends to the wide loop
     (cl100k_base, o200k_base, their patterns): the same contract, ``encode_text_wide``'s loop per
     document (called directly: the batch entry points already pass read-only data and int64
-    offsets, which is all that ``encode_text_wide`` adds)."""
-    for doc in range(first, last):
-        end = wide_loop(data, offsets[doc], offsets[doc + 1], vocab, classes, caches, out, at)
+    offsets, which is all that ``encode_text_wide`` adds), inlined, with one scratch for all of them."""
+    scratch = new_wide_scratch()
+    doc = first
+    while doc < last:
+        end = wide_loop(data, offsets[doc], offsets[doc + 1], vocab, classes, caches, out, at, scratch)
+        if end < 0:  # a long part needs more merge room: grown, and the document encoded again
+            scratch = grown_wide_scratch(scratch, -end)
+            continue
         counts[doc] = end - at
         at = end
+        doc += 1
     return at

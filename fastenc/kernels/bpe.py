@@ -291,6 +291,19 @@ def merge_long_piece(data, start, end, vocab, work, out, out_pos):
     return out_pos + count
 
 
+@njit(cache=True, forceinline=True)
+def long_merge_room(n):
+    """The ``work`` places ``merge_long_piece`` needs for a piece of ``n`` bytes."""
+    return 7 * n
+
+
+@njit(cache=True)
+def grown_work(work, need):
+    """A fresh ``merge_long_piece`` work array of at least ``need`` places and at least twice as
+    many as ``work``, so that a run of documents grows it only a few times (the encode loops' rule)."""
+    return np.empty(max(need, 2 * work.shape[0]), dtype=np.int64)
+
+
 @njit(cache=True)
 def bpe_piece(data, start, end, vocab, out, out_pos):
     """Encode ``data[start:end]`` (one pre-token piece, non-empty) into ``out[out_pos:]``.
@@ -308,4 +321,4 @@ def bpe_piece(data, start, end, vocab, out, out_pos):
     if whole >= 0:
         out[out_pos] = whole
         return out_pos + 1
-    return merge_long_piece(data, start, end, vocab, np.empty(7 * n, dtype=np.int64), out, out_pos)
+    return merge_long_piece(data, start, end, vocab, np.empty(long_merge_room(n), dtype=np.int64), out, out_pos)

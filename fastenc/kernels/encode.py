@@ -27,7 +27,7 @@ from numba import njit, prange
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from fastenc.kernels import config as cfg
-from fastenc.kernels.bpe import merge_long_piece, merge_short_piece
+from fastenc.kernels.bpe import grown_work, long_merge_room, merge_long_piece, merge_short_piece
 from fastenc.kernels.piece_cache import (
     ELSEWHERE,
     MAX_CACHED_PIECE_BYTES,
@@ -173,7 +173,7 @@ def new_scratch():
     """Fresh ``EncodeScratch`` (about 8 KB): allocate it once per thread or run of documents,
     not per document."""
     return EncodeScratch(np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64),
-                         np.empty(7 * 4 * MAX_CACHED_PIECE_BYTES, dtype=np.int64),
+                         np.empty(long_merge_room(4 * MAX_CACHED_PIECE_BYTES), dtype=np.int64),
                          np.empty(_RING * (_BLOCK + 1), dtype=np.int64), np.zeros(16, dtype=np.int64))
 
 
@@ -257,7 +257,7 @@ def encode_narrow(data, start, end, vocab, classes, caches, scratch, out, out_po
         pos = state[0]
         cut_end = state[1]
         if state[2] > work.shape[0]:  # (0: a memo entry failed its check, the piece is cut instead)
-            work = np.empty(max(state[2], 2 * work.shape[0]), dtype=np.int64)
+            work = grown_work(work, state[2])
 
 
 @njit(cache=True, forceinline=True, **NO_REFCOUNTING)
@@ -571,10 +571,10 @@ def encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limi
                 remember_piece(caches, data, pos, piece_end, out, out_pos, new_pos - out_pos)
                 out_pos = new_pos
         else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
-            if work.shape[0] < 7 * n:  # no room: the caller grows work and resumes here (no memo store then)
+            if work.shape[0] < long_merge_room(n):  # no room: the caller grows work and resumes here (no memo store then)
                 state[0] = pos
                 state[1] = ring[slot + _U2]
-                state[2] = 7 * n
+                state[2] = long_merge_room(n)
                 return out_pos
             out_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
         pos = piece_end

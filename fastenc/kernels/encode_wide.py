@@ -18,7 +18,7 @@ from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from fastenc.kernels import config as cfg
-from fastenc.kernels.bpe import merge_long_piece, merge_short_piece_inlined
+from fastenc.kernels.bpe import grown_work, long_merge_room, merge_long_piece, merge_short_piece_inlined
 from fastenc.kernels.jit import NO_REFCOUNTING
 from fastenc.kernels.loads import ASCII_MASKS, element_address, load_acquire_at, load_at, load_word, prefetch_at, store_wide_ids8
 from fastenc.kernels.piece_cache import (
@@ -111,15 +111,15 @@ class WideScratch(NamedTuple):
 @njit(cache=True)
 def new_wide_scratch():
     return WideScratch(np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64),
-                       np.empty(7 * 4 * MAX_CACHED_PIECE_BYTES, dtype=np.int64),
+                       np.empty(long_merge_room(4 * MAX_CACHED_PIECE_BYTES), dtype=np.int64),
                        np.empty(_RING * (_BLOCK + 1), dtype=np.int64))
 
 
 @njit(cache=True)
 def grown_wide_scratch(scratch, need):
-    """``scratch`` with a work array of at least ``need`` places (and at least twice the old one,
-    so that a document is encoded again only a few times however its long parts grow)."""
-    return WideScratch(scratch.ranks, np.empty(max(need, 2 * scratch.work.shape[0]), dtype=np.int64), scratch.ring)
+    """``scratch`` with a work array of at least ``need`` places (``bpe.grown_work``: at least twice
+    the old one, so that a document is encoded again only a few times however its long parts grow)."""
+    return WideScratch(scratch.ranks, grown_work(scratch.work, need), scratch.ring)
 
 
 @njit(cache=True, forceinline=True, **NO_REFCOUNTING)
@@ -319,8 +319,8 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos, scratch):
                 if whole != _MEMO_BEGIN:  # (a first part is encoded below)
                     new_pos = wide_memo_emit(memo, _MEMO_HIT - whole, data, pos, piece_end, out, out_pos)
                     if new_pos < 0:  # a tag collision: the whole piece merged (as its parts would be)
-                        if 7 * n > work.shape[0]:
-                            return -7 * n  # (no room: the caller grows work, docstring)
+                        if long_merge_room(n) > work.shape[0]:
+                            return -long_merge_room(n)  # (no room: the caller grows work, docstring)
                         new_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
                     out_pos = new_pos
                     pos = piece_end
@@ -337,8 +337,8 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos, scratch):
                 out_pos = _cached_or_merged(data, pos, piece_end, vocab, short, long, ranks, out, out_pos,
                                             out_limit, cacheable, short_ids, long_ids, not in_memo, shared)
             else:  # a long part: merged every time (the whole-piece lookup, where it applies, is done)
-                if 7 * n > work.shape[0]:
-                    return -7 * n  # (no room: the caller grows work, docstring)
+                if long_merge_room(n) > work.shape[0]:
+                    return -long_merge_room(n)  # (no room: the caller grows work, docstring)
                 out_pos = merge_long_piece(data, pos, piece_end, vocab, work, out, out_pos)
             pos = piece_end
     return out_pos

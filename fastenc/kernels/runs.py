@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from fastenc.kernels.bpe import grown_work
 from fastenc.kernels.encode import check_narrow_classes, encode_run, new_scratch
 from fastenc.kernels.encode_wide import grown_wide_scratch, new_wide_scratch, wide_loop
 from fastenc.kernels.jit import NO_REFCOUNTING
@@ -63,7 +64,7 @@ def encode_docs(data, offsets, first, last, vocab, classes, caches, out, at, cou
                            scratch.ranks, work, scratch.ring, state, out, counts)
         if doc >= last:
             return state[_STOP_OUT]
-        work = np.empty(max(state[2], 2 * work.shape[0]), dtype=np.int64)
+        work = grown_work(work, state[2])
         pos = state[0]
         cut_end = state[1]
         doc_at = state[_STOP_DOC_AT]

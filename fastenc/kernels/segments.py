@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from fastenc.kernels.bpe import merge_long_piece
+from fastenc.kernels.bpe import long_merge_room, merge_long_piece
 from fastenc.kernels.tables import token_id_of
 
 SPAN_GUARD = 0x8000  # span_pairs' top bit: never cut between these two bytes (the whole-piece caveat)
@@ -65,7 +65,7 @@ def tokens_merging_differently(vocab, include):
     longest = 1
     for tid in range(n_ids):
         longest = max(longest, token_offsets[tid + 1] - token_offsets[tid])
-    work = np.empty(7 * longest, dtype=np.int64)
+    work = np.empty(long_merge_room(longest), dtype=np.int64)
     out = np.empty(longest, dtype=np.int64)
     differs = np.zeros(n_ids, dtype=np.bool_)
     for tid in range(n_ids):

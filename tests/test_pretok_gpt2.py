@@ -469,6 +469,25 @@ def test_window_starts_equal_the_walk(text):
     assert where == -1, repr(text.encode()[where:where + WINDOW])
 
 
+# Two-byte letters and symbols of Latin-1 and the ranges next to it (the window leaves every byte >= 0x80
+# unknown, and stops two bytes before it), and byte strings that are not UTF-8: leads without their
+# continuation, a continuation alone, two leads in a row.
+LATIN_HEAVY = st.lists(st.one_of(
+    st.sampled_from(["é", "ü", "ß", "ñ", "ł", "ő", "ș", "ə", "ʰ", "ʿ", "À", "ÿ", "×", "÷", "¿", "ˀ", "ˆ", "\xa0",
+                     "caf", " caf", "é ", " é", "'s", "'é", " ", "  ", "\n", "1", " 2", "?", ".", "Ω", "д", "日",
+                     "😀"]).map(lambda t: t.encode()),
+    st.sampled_from([b"\xc3", b"\xca", b"\xa9", b"\xc3A", b"\xc3\xc3\xa9", b"\xc3\xa9\xa9", b"\xc3 "])),
+    min_size=20, max_size=120).map(b"".join)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(LATIN_HEAVY)
+def test_window_starts_equal_the_walk_latin(data):
+    """Accented Latin text, symbols beside it, and invalid UTF-8 around them."""
+    where, _ = window_mismatch(data)
+    assert where == -1, repr(data[where:where + WINDOW])
+
+
 def test_window_starts_by_eye():
     b = b"Hello world's  end\n\nx 'sand 12ab 'll" + b" " * 40
     mask = int(gpt2_window_starts(np.frombuffer(b, np.uint8), 0))

@@ -120,6 +120,10 @@ def main() -> None:
     if args.worker:
         return worker(args.worker[0], args.encoding, args.docs, args.worker[1], args.min_mb)
     require([args.docs], "--docs")
+    import pyarrow.parquet as pq
+
+    if not {"text", "lang"} <= set(pq.read_schema(args.docs).names):
+        sys.exit(f"bench_languages.py: {args.docs} needs a 'text' and a 'lang' column (docs.parquet's layout)")
     try:
         import gigatoken  # noqa: F401
     except ImportError:

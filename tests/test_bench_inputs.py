@@ -19,6 +19,7 @@ CASES = {
     "bench_encodings.py": ["--docs", MISSING],
     "bench_gpt2.py": ["--shared", "/nonexistent", "--tools", "fastenc"],
     "bench_gpt2_recipe.py": ["--input", MISSING],
+    "bench_languages.py": ["--docs", MISSING],
     "bench_merge.py": ["--docs", MISSING],
     "bench_scale.py": ["--urls", MISSING, "--docs", MISSING],
     "bench_task_threads.py": ["--docs", MISSING, "--urls", MISSING],

@@ -50,7 +50,8 @@ def group_of(lang: str) -> str:
 
 
 def load_group(docs: Path, group: str, min_mb: float):
-    """The group's texts (a pyarrow string array), repeated up to ``min_mb`` MB, and its own size in MB."""
+    """The group's texts (a pyarrow string array) repeated up to ``min_mb`` MB, its own size in MB, and
+    how many times it is repeated."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -58,8 +59,9 @@ def load_group(docs: Path, group: str, min_mb: float):
     keep = [group_of(lang) == group for lang in table.column("lang").to_pylist()]
     col = table.filter(pa.array(keep)).column("text").combine_chunks()
     if len(col) == 0:
-        return col, 0.0
-    return pa.concat_arrays([col] * max(1, int(min_mb * 1e6 // col.nbytes))), col.nbytes / 1e6
+        return col, 0.0, 0
+    repeats = max(1, int(min_mb * 1e6 // col.nbytes))
+    return pa.concat_arrays([col] * repeats), col.nbytes / 1e6, repeats
 
 
 def _runner(tool: str, encoding: str):
@@ -88,7 +90,7 @@ def _runner(tool: str, encoding: str):
 def worker(tool: str, encoding: str, docs: Path, group: str, min_mb: float) -> None:
     import xxhash
 
-    col, _ = load_group(docs, group, min_mb)
+    col, _, _ = load_group(docs, group, min_mb)
     texts = col.to_pylist()
     run, to_lists = _runner(tool, encoding)
     digests = [xxhash.xxh3_64_intdigest(json.dumps(ids).encode()) for ids in to_lists(run(col, texts))]
@@ -128,14 +130,16 @@ def main() -> None:
         import gigatoken  # noqa: F401
     except ImportError:
         sys.exit("bench_languages.py: gigatoken is not installed: pip install -e '.[bench]'")
+    groups = args.groups.split(",")
+    unknown = [g for g in groups if g != "other" and g not in GROUPS]
+    if unknown:
+        sys.exit(f"bench_languages.py: no group {unknown[0]!r}; the groups: {', '.join([*GROUPS, 'other'])}")
     print(f"# {args.encoding}, 1 thread, warm; {args.docs}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
           f"CPU: {_cpu_model()}")
     print("| group | MB (x repeats) | fastenc MB/s | gigatoken MB/s | fastenc / gigatoken | docs differing |")
     print("|---|---:|---:|---:|---:|---:|")
-    for group in args.groups.split(","):
-        if group != "other" and group not in GROUPS:
-            sys.exit(f"bench_languages.py: no group {group!r}; the groups: {', '.join([*GROUPS, 'other'])}")
-        _, mb = load_group(args.docs, group, args.min_mb)
+    for group in groups:
+        _, mb, repeats = load_group(args.docs, group, args.min_mb)
         if mb == 0:
             print(f"| {group} | 0 | no documents | | | |")
             continue
@@ -151,7 +155,7 @@ def main() -> None:
                 digests[tool] = r["digests"]
         f, g = max(speeds["fastenc"]), max(speeds["gigatoken"])
         differ = sum(a != b for a, b in zip(digests["fastenc"], digests["gigatoken"]))
-        print(f"| {group} | {mb:.1f} (x{max(1, int(args.min_mb * 1e6 // max(1, mb * 1e6)))}) | {f:.0f} | {g:.0f} | "
+        print(f"| {group} | {mb:.1f} (x{repeats}) | {f:.0f} | {g:.0f} | "
               f"**{f / g:.2f}** ({', '.join(f'{a / b:.2f}' for a, b in zip(speeds['fastenc'], speeds['gigatoken']))}) | "
               f"{differ} |", flush=True)
 

@@ -247,3 +247,39 @@ def gpt2_piece_ends_ref(data: bytes, pieces=gpt2_pieces_ref) -> list[int]:
         n += len(piece.encode("utf-8", "surrogateescape"))
         ends.append(n)
     return ends
+
+
+def _probe_chars(codepoints):
+    """(codepoints as int64, indices of those that are not surrogates): the two engines take
+    Python ``str`` made of the latter; surrogates cannot be encoded and are reported False."""
+    import numpy as np
+
+    codepoints = np.asarray(codepoints, dtype=np.int64)
+    return codepoints, np.flatnonzero(~((codepoints >= 0xD800) & (codepoints < 0xE000)))
+
+
+def hf_set_probe(pattern: str, codepoints, chunk: int = 1 << 12):
+    """For each code point c: does HF tokenizers' regex engine (Oniguruma) match c with ``pattern``
+    (a pattern that matches one code point, such as ``\\p{Han}``)?
+
+    ``Split(Regex(pattern), behavior="removed").pre_tokenize_str(text)`` returns the runs between
+    matches with their offsets; every character no run covers was matched. The offsets are
+    checked to be in characters (not UTF-8 bytes) on every run. Small chunks: the call's cost
+    grows faster than linearly with the text's length. Surrogates cannot be given to tokenizers:
+    reported False. Returns a bool array. Needs tokenizers (a test dependency)."""
+    import numpy as np
+    from tokenizers import Regex, pre_tokenizers
+
+    split = pre_tokenizers.Split(Regex(pattern), behavior="removed")
+    codepoints, todo = _probe_chars(codepoints)
+    result = np.zeros(codepoints.shape, dtype=bool)
+    for lo in range(0, len(todo), chunk):
+        sel = todo[lo : lo + chunk]
+        text = "".join(map(chr, codepoints[sel].tolist()))
+        matched = np.ones(len(sel), dtype=bool)
+        for piece, (a, b) in split.pre_tokenize_str(text):
+            if text[a:b] != piece:
+                raise AssertionError(f"tokenizers' offsets ({a}, {b}) do not index characters")
+            matched[a:b] = False
+        result[sel] = matched
+    return result

@@ -17,8 +17,10 @@ not its Script_Extensions, in both); the differences are:
   (Python's ``str.isspace`` says they are).
 - ``(?i:c)`` is the same for every ASCII c: ``k`` adds U+212A, ``s`` adds U+017F, ``i`` adds nothing.
 - ``$``: tiktoken's is end of text only; Oniguruma's (Ruby syntax) also matches before every ``\\n``.
-- Spellings: only tiktoken accepts ``key=value`` forms (``sc=Han``, ``gc=L``, ``sc!=Han``) and an
-  ``Is`` prefix; only tokenizers accepts ``Unknown``/``Zzzz`` and ``Surrogate``.
+- Spellings: both ignore ASCII case, spaces, ``_`` and ``-`` and take a leading ``^`` as negation;
+  only tiktoken accepts ``key=value`` forms (``sc=Han``, ``gc=L``, ``sc!=Han``), a leading ``Is``
+  and non-ASCII characters (which it drops: ``L\u00e9u`` is ``Lu``); only tokenizers accepts
+  ``Unknown``/``Zzzz`` and ``Surrogate``.
 """
 from __future__ import annotations
 
@@ -149,7 +151,10 @@ SPELLINGS = ["Han", "han", "HAN", "Hani", "Old_Italic", "old italic", "old-itali
              "scx=Grek", "sc=IsHan", "gc=L", "General_Category=Letter", "gc=Uppercase_Letter", "Letter", "L", "l",
              "Lu", "LU", "Uppercase_Letter", "uppercase letter", "Cased_Letter", "LC", "L&", "Digit", "punct",
              "Combining_Mark", "Cs", "Surrogate", "Unknown", "Zzzz", "Hrkt", "Katakana_Or_Hiragana", "Nko",
-             "Unassigned", "Cn", "Co", "gc=Han", "sc=L", "Greek ", "blk=Greek"]
+             "Unassigned", "Cn", "Co", "gc=Han", "sc=L", "Greek ", "blk=Greek",
+             " IsHan", "I_sHan", "Is_Han", "is-L", "i-sL", "Isc", "is c", "^isc", "sc= IsHan", "sc=Is Han", "sc!=IsHan",
+             "^Han", "^ Han", "^IsHan", "^ IsHan", " ^L", "^^L", "^sc=Han", "^sc!=Han", "L\u00a0", "L\u00e9u", "Lu\u3000",
+             "L\t", "sc=\tHan", "H-a-n", "s c = Han"]
 
 
 @pytest.mark.parametrize("engine", props.ENGINES)

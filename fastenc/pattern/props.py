@@ -102,20 +102,26 @@ def _check_engine(engine: str) -> None:
 
 
 def _loose(part: str, engine: str) -> str:
-    """One name part as the engine compares it: ASCII case, spaces, underscores and hyphens ignored
-    (both engines); the Rust regex crate also ignores a leading "is" (but "isc" stays "isc")."""
-    out = "".join(ch for ch in part.lower() if ch not in " _-")
-    if engine == "tiktoken" and out.startswith("is") and out != "isc":
-        out = out[2:]
-    return out
+    """One name part as the engine compares it. Both ignore ASCII case, spaces, underscores and
+    hyphens; the Rust regex crate also drops non-ASCII characters and a leading "is" (only when the
+    part starts with it: " is" keeps it; a remainder of "c" becomes "isc", which it rejects)."""
+    prefixed = engine == "tiktoken" and part[:2].lower() == "is"
+    if prefixed:
+        part = part[2:]
+    out = "".join(ch for ch in part.lower() if ch not in " _-" and (engine == "hf" or ch.isascii()))
+    return "isc" if prefixed and out == "c" else out
 
 
 def _normalize(name: str, engine: str) -> tuple[str, bool]:
     """(the stored key for ``\\p{name}``, negated?): ``han``, ``lu``; for tiktoken also ``gc=lu``,
-    ``sc=han``, ``scx=han`` (``=``, ``:`` and the negating ``!=`` separate key and value)."""
+    ``sc=han``, ``scx=han``. A leading ``^`` negates (both engines); for tiktoken ``=`` or ``:``
+    separate key and value and ``!=`` negates (Oniguruma has no key=value form)."""
+    negated = name.startswith("^")
+    name = name[1:] if negated else name
     if engine == "hf" or not any(sep in name for sep in "=:"):
-        return _loose(name, engine), False
-    negated = "!=" in name
+        return _loose(name, engine), negated
+    if "!=" in name:
+        negated = not negated
     key, _, value = name.replace("!=", "=", 1).replace(":", "=", 1).partition("=")
     short = _KEYS.get(_loose(key, engine))
     if short is None:

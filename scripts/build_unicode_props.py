@@ -47,7 +47,8 @@ class TiktokenProbe:
     def encoding(self, pattern: str):
         """The throwaway Encoding, or None if the engine rejects ``pattern``."""
         try:
-            return self.tiktoken.Encoding(name="props-probe", pat_str=pattern, mergeable_ranks=self.ranks, special_tokens={})
+            return self.tiktoken.Encoding(name="props-probe", pat_str=pattern, mergeable_ranks=self.ranks,
+                                          special_tokens={})
         except ValueError:
             return None
 

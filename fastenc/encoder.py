@@ -103,7 +103,8 @@ class Encoder:
         self.vocab = vocab
         self.info = info
         self.name = name or info.path
-        self.classes = class_table_for(info.pretokenizer)  # the code-point classes its pre-tokenizer reads
+        # the code-point classes its pre-tokenizer reads (a split pattern's come with its program)
+        self.classes = vocab.split_classes if info.pretokenizer == "regex" else class_table_for(info.pretokenizer)
         # What fastenc's own narrow loops get instead: None for the URL pre-tokenizer, whose loop
         # then compiles without GPT-2's pre-tokenizer (kernels.encode.encode_narrow).
         narrow_url = info.pretokenizer == "url" and not takes_wide_loop(vocab.config)
@@ -421,13 +422,12 @@ def load(name_or_path: str | os.PathLike = "gpt2", merge_rule: str | None = None
     Built-in: ``"gpt2"``, ``"cl100k_base"``, ``"o200k_base"`` (ids equal tiktoken's
     ``encode_ordinary``), ``"urls"``. A path is a HF ``tokenizer.json`` (or its folder), or a
     tiktoken rank file (``*.tiktoken``, or any file when ``pattern`` is given) read with the split
-    ``pattern`` ``"cl100k"``, ``"o200k"`` or ``"gpt2"`` and tiktoken's merge rule.
+    ``pattern`` (a name such as ``"cl100k"``, ``"o200k"``, ``"llama3"``, ``"qwen2"``, ``"tekken"``, or the
+    regex string the model's code passes to tiktoken) and tiktoken's merge rule.
     ``merge_rule`` (tokenizer.json only) is ``"hf"`` (HF tokenizers' BPE, the default for paths)
     or ``"tiktoken"`` (the default for ``"gpt2"``, whose reference is tiktoken's ``encode_ordinary``).
     """
     key = str(name_or_path)
-    if pattern is not None and pattern not in TIKTOKEN_PATTERNS:
-        raise VocabError(f"pattern={pattern!r} is unknown; use one of {sorted(TIKTOKEN_PATTERNS)}")
     if key in TIKTOKEN_BUILTIN:
         if pattern not in (None, TIKTOKEN_BUILTIN[key][1]):
             raise VocabError(f"{key} is defined with pattern {TIKTOKEN_BUILTIN[key][1]!r}; load its file by path to pair it with another")
@@ -448,8 +448,8 @@ def load(name_or_path: str | os.PathLike = "gpt2", merge_rule: str | None = None
             )
         if pattern is not None or path.suffix == ".tiktoken":
             if pattern is None:
-                raise VocabError(f"{path} is a tiktoken rank file: say which split it uses, pattern='cl100k', 'o200k' or 'gpt2' "
-                                 "(--pattern on the command line)")
+                raise VocabError(f"{path} is a tiktoken rank file: say which split it uses, pattern= a name "
+                                 f"({', '.join(sorted(TIKTOKEN_PATTERNS))}) or the model's regex (--pattern on the command line)")
             if merge_rule not in (None, "tiktoken"):
                 raise VocabError(f"a tiktoken rank file is encoded with tiktoken's merge rule, not {merge_rule!r}")
             return _load_cached(str(path), "tiktoken", path.stat().st_mtime_ns, str(path), pattern)

@@ -33,11 +33,14 @@ from fastenc.errors import VocabError
 from fastenc.kernels import segments, tables
 
 from fastenc.kernels import config as cfg
-from fastenc.kernels.config import PRETOK_CL100K, PRETOK_GPT2, PRETOK_O200K, PRETOK_URL
+from fastenc.kernels.config import PRETOK_CL100K, PRETOK_GPT2, PRETOK_O200K, PRETOK_REGEX, PRETOK_URL
+from fastenc.pattern import KNOWN_PATTERNS, Stage, compile_stages, split_of_hf, split_of_tiktoken
 
-PRETOKENIZER_NAMES = {PRETOK_GPT2: "gpt2", PRETOK_URL: "url", PRETOK_CL100K: "cl100k", PRETOK_O200K: "o200k"}
-# Split patterns a tiktoken rank file can be paired with (fastenc.load(path, pattern=...)).
-TIKTOKEN_PATTERNS = {"gpt2": PRETOK_GPT2, "cl100k": PRETOK_CL100K, "o200k": PRETOK_O200K}
+PRETOKENIZER_NAMES = {PRETOK_GPT2: "gpt2", PRETOK_URL: "url", PRETOK_CL100K: "cl100k", PRETOK_O200K: "o200k",
+                      PRETOK_REGEX: "regex"}
+# Named split patterns a tiktoken rank file can be paired with (fastenc.load(path, pattern=...));
+# any other regex string is taken too.
+TIKTOKEN_PATTERNS = KNOWN_PATTERNS
 MERGE_RULES = {"hf": cfg.MERGE_RULE_HF, "tiktoken": cfg.MERGE_RULE_TIKTOKEN}
 
 # Built-in vocabularies: name -> (folder in fastenc._vocab, merge rule). GPT-2 follows
@@ -82,6 +85,8 @@ class Vocab(NamedTuple):
     token_prefixes uint64[cap]  hashes of every token's prefixes, for cutting long pieces where no
                                 token spans (fastenc.kernels.segments.span_segment_end)
     span_pairs     uint16[65536] x << 8 | y -> the longest token starting with x, y, and a guard bit
+    split_program  int32[P]     a split pattern's program (PRETOK_REGEX; fastenc.pattern.program), else [0]
+    split_classes  uint8[C]     its code point -> class table (uint8[0x110000]), else [0]
     """
 
     byte_ids: np.ndarray
@@ -97,6 +102,8 @@ class Vocab(NamedTuple):
     config: np.ndarray
     token_prefixes: np.ndarray
     span_pairs: np.ndarray
+    split_program: np.ndarray
+    split_classes: np.ndarray
 
 
 class VocabInfo(NamedTuple):
@@ -109,6 +116,7 @@ class VocabInfo(NamedTuple):
     pretokenizer: str
     special_tokens: dict  # content -> id
     output_dtype: np.dtype
+    split: list = []  # PRETOK_REGEX: its stages as [pattern, engine, keep_matches, keep_gaps] lists
 
 
 def builtin_tokenizer_dir(name: str) -> Path:
@@ -139,36 +147,11 @@ def _refuse(field: str, found, supported: str) -> VocabError:
     return VocabError(f"tokenizer.json field {field} = {shown} is not supported by fastenc; supported: {supported}")
 
 
-def _pretokenizer_kind(spec) -> int:
-    def byte_level_ok(bl, want_regex: bool) -> bool:
-        return (
-            isinstance(bl, dict)
-            and bl.get("type") == "ByteLevel"
-            and not bl.get("add_prefix_space", False)
-            and bool(bl.get("use_regex", True)) == want_regex
-        )
-
-    if byte_level_ok(spec, want_regex=True):
-        return PRETOK_GPT2
-    if isinstance(spec, dict) and spec.get("type") == "Sequence":
-        steps = spec.get("pretokenizers", [])
-        if len(steps) == 2 and byte_level_ok(steps[1], want_regex=False):
-            split = steps[0]
-            pattern = (split.get("pattern") or {}).get("Regex")
-            if (
-                split.get("type") == "Split"
-                and pattern == URL_SPLIT_PATTERN
-                and split.get("behavior") == "Isolated"
-                and not split.get("invert", False)
-            ):
-                return PRETOK_URL
-    raise _refuse(
-        "pre_tokenizer",
-        spec,
-        "ByteLevel(add_prefix_space=false, use_regex=true) (GPT-2), or "
-        "Sequence[Split(Regex(<the URL card's pattern>), behavior=Isolated), "
-        "ByteLevel(add_prefix_space=false, use_regex=false)] (URLs)",
-    )
+def _pretokenizer_kind(spec) -> tuple[int, tuple]:
+    """(pre-tokenizer code, split stages) of a tokenizer.json ``pre_tokenizer`` (fastenc.pattern)."""
+    if spec is None:
+        raise _refuse("pre_tokenizer", spec, "ByteLevel, Split, Digits, and Sequences of them ending in ByteLevel")
+    return split_of_hf(spec)
 
 
 def _check_model(model: dict) -> None:
@@ -251,11 +234,11 @@ def load_vocab(path, merge_rule: str = "hf", use_cache: bool = True) -> tuple[Vo
 def load_tiktoken_vocab(path, pattern: str, special_tokens: dict | None = None,
                         use_cache: bool = True) -> tuple[Vocab, VocabInfo]:
     """Read a tiktoken rank file (``base64(token bytes) rank`` per line, rank = id) with the
-    split ``pattern`` ("gpt2", "cl100k" or "o200k") and tiktoken's merge rule. The special
+    split ``pattern`` (a name in ``fastenc.pattern.KNOWN_PATTERNS``, or the regex string the model's
+    code passes to tiktoken) and tiktoken's merge rule. The special
     tokens (content -> id) only serve ``decode``. Cached like ``load_vocab``."""
     path = Path(path)
-    if pattern not in TIKTOKEN_PATTERNS:
-        raise VocabError(f"pattern={pattern!r} is unknown; use one of {sorted(TIKTOKEN_PATTERNS)}")
+    pretok, split = split_of_tiktoken(pattern)
     special_tokens = dict(special_tokens or {})
     try:
         raw = path.read_bytes()
@@ -263,7 +246,8 @@ def load_tiktoken_vocab(path, pattern: str, special_tokens: dict | None = None,
         raise VocabError(f"cannot read tiktoken rank file {path}: {exc.strerror}; pass a path to a .tiktoken file") from None
     sha256 = hashlib.sha256(raw).hexdigest()
     extra = hashlib.sha256(json.dumps(sorted(special_tokens.items())).encode()).hexdigest()[:8]
-    cache_file = (_cache_dir() / f"vocab-{sha256[:24]}-tiktoken-{pattern}-{extra}-{_builder_version()}.npz"
+    extra += hashlib.sha256(KNOWN_PATTERNS.get(pattern, pattern).encode()).hexdigest()[:12]
+    cache_file = (_cache_dir() / f"vocab-{sha256[:24]}-tiktoken-{extra}-{_builder_version()}.npz"
                   if use_cache else None)
     if cache_file is not None and cache_file.is_file():
         try:
@@ -281,7 +265,7 @@ def load_tiktoken_vocab(path, pattern: str, special_tokens: dict | None = None,
         if len(id_to_bytes[tid]) == 1:
             byte_ids[id_to_bytes[tid][0]] = tid
     tables_, info = _flatten(id_to_bytes, model_ids, special_tokens, byte_ids, "tiktoken", None, False,
-                             TIKTOKEN_PATTERNS[pattern], path, sha256, dense=False)
+                             pretok, path, sha256, dense=False, split=split)
     if cache_file is not None:
         _write_tables(cache_file, tables_, info)
     return tables_, info
@@ -311,7 +295,8 @@ def _parse_tiktoken_ranks(raw: bytes, path: Path) -> dict[int, bytes]:
     return id_to_bytes
 
 
-_BUILDER_FILES = ("vocab.py", "kernels/config.py", "kernels/tables.py", "kernels/segments.py")
+_BUILDER_FILES = ("vocab.py", "kernels/config.py", "kernels/tables.py", "kernels/segments.py", "kernels/pretok_regex.py",
+                  "pattern/__init__.py", "pattern/parse.py", "pattern/program.py", "pattern/props.py")
 
 
 @functools.lru_cache(maxsize=1)
@@ -323,6 +308,14 @@ def _builder_version() -> str:
     for name in _BUILDER_FILES:
         h.update((root / name).read_bytes())
     return h.hexdigest()[:12]
+
+
+def _split_tables(split: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """``(split_program, split_classes)``: a pattern's compiled program, or placeholders."""
+    if not split:
+        return np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.uint8)
+    program = compile_stages([Stage(*stage) for stage in split])
+    return program.program, program.classes
 
 
 def _cache_dir() -> Path:
@@ -352,7 +345,9 @@ def _build_vocab(raw: bytes, path: Path, merge_rule: str, sha256: str) -> tuple[
     """The kernel tables of a HF tokenizer.json: parse and check it, map every id to its bytes,
     list its merges, then flatten (``_flatten``, shared with tiktoken rank files)."""
     spec = _parse_spec(raw, path)
-    pretok = _pretokenizer_kind(spec.get("pre_tokenizer"))
+    if _is_tekken(spec):
+        return _build_tekken(spec, path, sha256)
+    pretok, split = _pretokenizer_kind(spec.get("pre_tokenizer"))
     model = spec["model"]
     id_to_bytes = _model_id_bytes(model["vocab"])
     model_ids = set(id_to_bytes)
@@ -360,11 +355,12 @@ def _build_vocab(raw: bytes, path: Path, merge_rule: str, sha256: str) -> tuple[
     hf_merges = _hf_merges(model) if merge_rule == "hf" else _check_merges(model)
     byte_ids = _single_byte_ids(model["vocab"], id_to_bytes)
     return _flatten(id_to_bytes, model_ids, special_tokens, byte_ids, merge_rule, hf_merges,
-                    bool(model.get("ignore_merges", False)), pretok, path, sha256, dense=True)
+                    bool(model.get("ignore_merges", False)), pretok, path, sha256, dense=True, split=split)
 
 
 def _parse_spec(raw: bytes, path: Path) -> dict:
-    """The tokenizer.json as a dict, its model and pipeline checked (one-line ``VocabError``)."""
+    """The tokenizer.json as a dict, its model and pipeline checked (one-line ``VocabError``);
+    a Mistral ``tekken.json`` is returned as read (``_is_tekken``)."""
     try:
         spec = json.loads(raw)
     except ValueError as exc:
@@ -372,12 +368,64 @@ def _parse_spec(raw: bytes, path: Path) -> dict:
     except RecursionError:
         raise VocabError(f"{path} is nested too deeply to read (deeper than Python's recursion limit), which no HF "
                          "tokenizer.json is; pass a tokenizer.json saved by HF tokenizers") from None
+    if _is_tekken(spec):
+        return spec
     if not isinstance(spec, dict) or "model" not in spec:
         raise VocabError(f"{path} has no 'model' field; pass a HF tokenizer.json")
     _check_shapes(spec, path)
     _check_model(spec["model"])
     _check_pipeline(spec)
     return spec
+
+
+# mistral-common's names for the special tokens of a tekken.json that lists none (its
+# Tekkenizer.DEPRECATED_SPECIAL_TOKENS); the rest up to the file's count are "<SPECIAL_{id}>".
+_TEKKEN_OLD_SPECIALS = ("<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
+                        "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]", "[IMG_END]",
+                        "[PREFIX]", "[MIDDLE]", "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[TOOL_CONTENT]")
+
+
+def _is_tekken(spec) -> bool:
+    return (isinstance(spec, dict) and isinstance(spec.get("config"), dict) and isinstance(spec.get("vocab"), list)
+            and "pattern" in spec["config"])
+
+
+def _build_tekken(spec: dict, path: Path, sha256: str) -> tuple[Vocab, VocabInfo]:
+    """The kernel tables of a Mistral ``tekken.json``, with the ids mistral-common gives: the first
+    ``default_num_special_tokens`` ids are special, then rank r is id r + that count, for the
+    ranks below ``default_vocab_size`` minus it; tiktoken's merge rule and the file's pattern."""
+    config = spec["config"]
+    try:
+        n_special = int(config["default_num_special_tokens"])
+        n_ranks = int(config["default_vocab_size"]) - n_special
+        pattern = config["pattern"]
+        ranks = spec["vocab"][:n_ranks]
+        id_to_bytes = {}
+        for i, entry in enumerate(ranks):
+            if entry["rank"] != i:
+                raise VocabError(f"{path}: vocab[{i}] has rank {entry['rank']}; a tekken.json lists ranks in order")
+            id_to_bytes[i + n_special] = base64.b64decode(entry["token_bytes"], validate=True)
+    except (KeyError, TypeError, ValueError, binascii.Error) as exc:
+        if isinstance(exc, VocabError):
+            raise
+        raise VocabError(f"{path} is not a tekken.json fastenc understands ({type(exc).__name__}: {str(exc)[:200]}); "
+                         "pass the file mistral-common ships") from None
+    if len(ranks) < n_ranks:
+        raise VocabError(f"{path}: default_vocab_size asks for {n_ranks} ranks, the file has {len(ranks)}")
+    listed = {int(t["rank"]): t["token_str"] for t in spec.get("special_tokens") or []}
+    if not listed:
+        listed = dict(enumerate(_TEKKEN_OLD_SPECIALS))
+    special_tokens = {listed.get(i, f"<SPECIAL_{i}>"): i for i in range(n_special)}
+    model_ids = set(id_to_bytes)
+    for content, tid in special_tokens.items():
+        id_to_bytes[tid] = content.encode("utf-8")
+    byte_ids = np.full(256, -1, dtype=np.int32)
+    for tid in model_ids:
+        if len(id_to_bytes[tid]) == 1:
+            byte_ids[id_to_bytes[tid][0]] = tid
+    pretok, split = split_of_tiktoken(pattern)  # mistral-common encodes with tiktoken
+    return _flatten(id_to_bytes, model_ids, special_tokens, byte_ids, "tiktoken", None, False, pretok, path, sha256,
+                    dense=True, split=split)
 
 
 #: The JSON type of each top-level field a HF tokenizer.json has (None: the field may be null).
@@ -473,7 +521,7 @@ def _single_byte_ids(vocab: dict, id_to_bytes: dict) -> np.ndarray:
 
 
 def _flatten(id_to_bytes: dict, model_ids: set, special_tokens: dict, byte_ids: np.ndarray, merge_rule: str,
-             hf_merges, ignore_merges: bool, pretok: int, path: Path, sha256: str, dense: bool):
+             hf_merges, ignore_merges: bool, pretok: int, path: Path, sha256: str, dense: bool, split: tuple = ()):
     """The kernel tables of a vocabulary given as id -> bytes (shared by tokenizer.json and
     tiktoken rank files). ``model_ids``: the ids BPE can make (tiktoken: minus the special
     tokens); ``hf_merges``: (left, right, result) ids in rank order for the "hf" rule;
@@ -505,7 +553,7 @@ def _flatten(id_to_bytes: dict, model_ids: set, special_tokens: dict, byte_ids: 
         lefts, rights, ranks = _last_merges_only(lefts, rights, ranks, merge_result, byte_ids, token_bytes,
                                                  token_offsets, mergeable_ids)
     tables_ = _kernel_tables(byte_ids, lefts, rights, ranks, merge_result, token_bytes, token_offsets, mergeable_ids,
-                             merge_rule, whole_piece_lookup, pretok, vocab_size)
+                             merge_rule, whole_piece_lookup, pretok, vocab_size, split)
     info = VocabInfo(
         path=str(path),
         sha256=sha256,
@@ -514,6 +562,7 @@ def _flatten(id_to_bytes: dict, model_ids: set, special_tokens: dict, byte_ids: 
         pretokenizer=PRETOKENIZER_NAMES[pretok],
         special_tokens=special_tokens,
         output_dtype=np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.uint32),
+        split=[list(stage) for stage in split],
     )
     return tables_, info
 
@@ -575,7 +624,7 @@ def _last_merges_only(lefts, rights, ranks, merge_result, byte_ids, token_bytes,
 
 
 def _kernel_tables(byte_ids, lefts, rights, ranks, merge_result, token_bytes, token_offsets, mergeable_ids,
-                   merge_rule: str, whole_piece_lookup: bool, pretok: int, vocab_size: int) -> Vocab:
+                   merge_rule: str, whole_piece_lookup: bool, pretok: int, vocab_size: int, split: tuple = ()) -> Vocab:
     """The hash tables, the config vector and the segment tables the kernels take."""
     lefts_a = np.asarray(lefts, dtype=np.int64)
     rights_a = np.asarray(rights, dtype=np.int64)
@@ -596,7 +645,7 @@ def _kernel_tables(byte_ids, lefts, rights, ranks, merge_result, token_bytes, to
     tables_ = Vocab(byte_ids, pair_table, merge_result, token_bytes, token_offsets, token_table,
                     np.ones(1 << 16, dtype=np.uint8), tables.build_byte_pair_ranks(pair_table, byte_ids),
                     tables.build_pair_filter(pair_table), tables.build_token_heads(token_bytes, token_offsets), config,
-                    *segments.never_cutting_span_tables())
+                    *segments.never_cutting_span_tables(), *_split_tables(split))
     differs = np.zeros(vocab_size, dtype=np.bool_)
     if whole_piece_lookup:
         differs = segments.tokens_merging_differently(tables_, include)

@@ -45,6 +45,7 @@ from fastenc.kernels.piece_memo import MEMO_MAX_BYTES, caches_shared, memo_find,
 from fastenc.kernels.pretok_cl100k import cl100k_piece_end, cl100k_window_starts
 from fastenc.kernels.pretok_gpt2 import WINDOW, gpt2_piece_end
 from fastenc.kernels.pretok_o200k import o200k_piece_end, o200k_window_starts
+from fastenc.kernels.pretok_regex import STATE_WORDS, regex_piece_end
 from fastenc.kernels.pretok_url import url_piece_end
 from fastenc.kernels.readonly import as_readonly
 from fastenc.kernels.segments import segment_end, span_segment_end
@@ -62,6 +63,7 @@ _RING = 4  # words per ring entry: a piece's end, whole-token id (or -1), home s
 _MEMO_BEGIN = -2  # the first part of a piece the memo does not hold: note where its ids begin
 _MEMO_STORE = -3  # no piece: store the ids since _MEMO_BEGIN as those of the piece whose memo hash is ring[4k + 2], from ring[4k + 3]
 _MEMO_HIT = -4  # and below: a piece the memo holds, in table slot _MEMO_HIT - entry
+_SKIP = 1 << 62  # no piece: bytes a split pattern leaves out (tiktoken encodes only what it matches)
 # Hot array accesses index with uint64: Numba adds wraparound code (negative index -> from the
 # end) to every signed index, and none to an unsigned one.
 _U1 = np.uint64(1)
@@ -100,26 +102,29 @@ def encode_text_wide(data, start, end, vocab, classes, caches, out, out_pos):
 class WideScratch(NamedTuple):
     """``wide_loop``'s working memory, allocated once per run of documents (``new_wide_scratch``):
     ``ranks`` (the short-piece merge), ``work`` (the long-piece merge, 7 places per byte of a
-    part: ``grown_wide_scratch`` makes room for a longer one) and ``ring`` (a block's pieces, with
-    room for a memo store after a full block)."""
+    part: ``grown_wide_scratch`` makes room for a longer one; a split pattern's scanner also
+    backtracks on it, between merges), ``ring`` (a block's pieces, with room for a memo store after
+    a full block) and ``split`` (the scanner's state, ``pretok_regex.STATE_WORDS``)."""
 
     ranks: np.ndarray
     work: np.ndarray
     ring: np.ndarray
+    split: np.ndarray
 
 
 @njit(cache=True)
 def new_wide_scratch():
     return WideScratch(np.empty(MAX_CACHED_PIECE_BYTES, dtype=np.int64),
                        np.empty(long_merge_room(4 * MAX_CACHED_PIECE_BYTES), dtype=np.int64),
-                       np.empty(_RING * (_BLOCK + 1), dtype=np.int64))
+                       np.empty(_RING * (_BLOCK + 1), dtype=np.int64),
+                       np.empty(STATE_WORDS, dtype=np.int64))
 
 
 @njit(cache=True)
 def grown_wide_scratch(scratch, need):
     """``scratch`` with a work array of at least ``need`` places (``bpe.grown_work``: at least twice
     the old one, so that a document is encoded again only a few times however its long parts grow)."""
-    return WideScratch(scratch.ranks, grown_work(scratch.work, need), scratch.ring)
+    return WideScratch(scratch.ranks, grown_work(scratch.work, need), scratch.ring, scratch.split)
 
 
 @njit(cache=True, forceinline=True, **NO_REFCOUNTING)
@@ -152,6 +157,10 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos, scratch):
     ranks = scratch.ranks
     work = scratch.work
     ring = scratch.ring
+    split_state = scratch.split
+    for i in range(split_state.shape[0]):
+        split_state[i] = -1
+    split_program = vocab.split_program
     out_limit = out_pos + (end - start)
     size = data.shape[0]
     cacheable = vocab.config[cfg.VOCAB_SIZE] <= WIDE_MAX_ID + 1  # else only pieces whose ids fit
@@ -229,6 +238,18 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos, scratch):
                     piece_end = o200k_piece_end(data, found, end, classes)
                 elif pretok == cfg.PRETOK_GPT2:
                     piece_end = gpt2_piece_end(data, found, end, classes)
+                elif pretok == cfg.PRETOK_REGEX:
+                    piece_end = regex_piece_end(data, found, end, classes, split_program, split_state, work)
+                    if piece_end == found:  # its backtracking stack is full: grow work, encode again
+                        return -2 * work.shape[0]
+                    if piece_end < 0:  # bytes in no piece
+                        slot = np.uint64(_RING * n_found)
+                        ring[slot] = -piece_end - 1
+                        ring[slot + _U1] = _SKIP
+                        ring[slot + _U2] = 0
+                        n_found += 1
+                        found = -piece_end - 1
+                        continue
                 else:
                     piece_end = url_piece_end(data, found, end)
                 if piece_end - found > short_bytes:
@@ -325,6 +346,9 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos, scratch):
                     out_pos = new_pos
                     pos = piece_end
                     continue
+            if whole == _SKIP:
+                pos = piece_end
+                continue
             if whole >= 0:
                 out[out_pos] = whole
                 out_pos += 1

@@ -1,0 +1,391 @@
+"""Any split pattern, as data: a backtracking scanner over the program ``fastenc.pattern`` compiles.
+
+One kernel serves every pattern (the program is an ``int32`` array, the code-point classes a
+``uint8[0x110000]`` table), so a new tokenizer compiles nothing. The semantics are the reference
+engines' (fancy-regex for tiktoken, Oniguruma for HF tokenizers): leftmost match, branches tried
+in order, greedy runs that give back one code point at a time, possessive runs and atomic groups
+that never do, lookaheads that consume nothing. A match never is empty (the compiler refuses
+patterns that could match nothing).
+
+A pre-tokenizer may be a sequence of splits (HF's ``Sequence``): stage k splits each piece of
+stage k - 1, and sees that piece as its whole text (``$`` and lookaheads stop at its end). Text no
+match covers (a gap) is a piece of its own where the stage keeps gaps (HF's ``Isolated``) and is
+dropped where it does not (tiktoken encodes only what its pattern matches).
+
+Bytes that are not valid UTF-8 are taken one at a time, each classed as U+FFFD (what a decoder
+with ``errors="replace"`` makes of it); the reference engines only ever see valid text.
+
+``regex_piece_end`` keeps its position between calls in ``state`` (``STATE_WORDS`` int64, all -1
+at the start of each text) and backtracks on ``stack`` (int64, 4 words an entry).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from fastenc.kernels.jit import HELPER
+
+PROGRAM_MAGIC = 0x52584731  # "RXG1"
+KEEP_MATCHES = 1
+KEEP_GAPS = 2
+EOL_AT_NEWLINE = 4  # Oniguruma's (Ruby syntax) $ also matches before a "\n"
+
+OP_MATCH = 0
+OP_SET = 1  # a: set
+OP_RUN_GREEDY = 2  # a: set, b: min, c: max (-1: no max)
+OP_RUN_POSSESSIVE = 3
+OP_RUN_LAZY = 4
+OP_SPLIT = 5  # a: try first, b: on failure
+OP_JMP = 6  # a: target
+OP_EOL = 7
+OP_LOOK = 8  # a: the n OP_SET that follow are its body, b: 1 if negative
+OP_MARK = 9  # a: register (atomic group start: remember the stack depth)
+OP_CUT = 10  # a: register (atomic group end: drop the backtrack points since)
+SET_OPS = (OP_SET, OP_RUN_GREEDY, OP_RUN_POSSESSIVE, OP_RUN_LAZY)
+
+MAX_STAGES = 8
+MAX_REGS = 32
+_CACHED_START = MAX_STAGES  # state: [piece end per stage][next match start][next match end][registers]
+_CACHED_END = 2 * MAX_STAGES
+_REGS = 3 * MAX_STAGES
+STATE_WORDS = _REGS + MAX_REGS
+STACK_ENTRY = 4
+_PLAIN, _RUN, _LAZY = 0, 1, 2
+_NO_MATCH = -1
+OVERFLOW = -2  # the backtracking stack is full: the caller grows it and scans again
+_REPLACEMENT = 0xFFFD
+
+
+@njit(forceinline=True, **HELPER)
+def decode_at(data, pos, end):
+    """``(code point, length)`` of the UTF-8 sequence at ``pos`` (before ``end``); an invalid
+    byte is ``(-1, 1)``. Well-formed means RFC 3629: no overlongs, no surrogates, <= U+10FFFF."""
+    b = np.int64(data[pos])
+    if b < 0x80:
+        return b, 1
+    if b < 0xC2 or b > 0xF4:
+        return -1, 1
+    lo = 0x80
+    hi = 0xBF
+    if b < 0xE0:
+        n = 2
+        cp = b & 0x1F
+    elif b < 0xF0:
+        n = 3
+        cp = b & 0x0F
+        if b == 0xE0:
+            lo = 0xA0
+        elif b == 0xED:
+            hi = 0x9F
+    else:
+        n = 4
+        cp = b & 0x07
+        if b == 0xF0:
+            lo = 0x90
+        elif b == 0xF4:
+            hi = 0x8F
+    if pos + n > end:
+        return -1, 1
+    b1 = np.int64(data[pos + 1])
+    if b1 < lo or b1 > hi:
+        return -1, 1
+    cp = (cp << 6) | (b1 & 0x3F)
+    for j in range(2, n):
+        bj = np.int64(data[pos + j])
+        if (bj & 0xC0) != 0x80:
+            return -1, 1
+        cp = (cp << 6) | (bj & 0x3F)
+    return cp, n
+
+
+@njit(forceinline=True, **HELPER)
+def _class_at(data, pos, end, classes):
+    """``(class, length)`` of the code point at ``pos``."""
+    b = data[pos]
+    if b < 0x80:
+        return np.int64(classes[b]), 1
+    cp, n = decode_at(data, pos, end)
+    if cp < 0:
+        cp = _REPLACEMENT
+    return np.int64(classes[cp]), n
+
+
+@njit(forceinline=True, **HELPER)
+def _in_set(prog, sets_base, s, c):
+    return (prog[sets_base + 8 * s + (c >> 5)] >> (c & 31)) & 1
+
+
+@njit(forceinline=True, **HELPER)
+def _step_back(data, pos, lo, end):
+    """Start of the code point that ends at ``pos`` (``lo`` < ``pos``, both code point starts):
+    the one forward decoding from ``lo`` reaches, since a well-formed sequence can only start at
+    its lead byte and an invalid byte is one code point."""
+    if data[pos - 1] < 0x80:
+        return pos - 1
+    for n in range(2, 5):
+        q = pos - n
+        if q < lo:
+            break
+        cp, m = decode_at(data, q, end)
+        if cp >= 0 and m == n:
+            return q
+    return pos - 1
+
+
+@njit(**HELPER)
+def _run_branch(data, pos, end, classes, prog, sets_base, code_base, pc, eol_nl, stack, state):
+    """End of the match of the branch at ``pc`` that starts at ``pos``, ``_NO_MATCH``, or ``OVERFLOW``."""
+    sp = 0
+    cap = stack.shape[0] // STACK_ENTRY
+    while True:
+        ok = True
+        ins = code_base + 4 * pc
+        op = prog[ins]
+        if op == OP_SET:
+            ok = False
+            if pos < end:
+                c, n = _class_at(data, pos, end, classes)
+                if _in_set(prog, sets_base, prog[ins + 1], c):
+                    pos += n
+                    pc += 1
+                    ok = True
+        elif op == OP_RUN_GREEDY or op == OP_RUN_POSSESSIVE:
+            s = prog[ins + 1]
+            lo = prog[ins + 2]
+            hi = prog[ins + 3]
+            count = 0
+            p = pos
+            min_pos = pos if lo == 0 else -1
+            while p < end and (hi < 0 or count < hi):
+                c, n = _class_at(data, p, end, classes)
+                if not _in_set(prog, sets_base, s, c):
+                    break
+                p += n
+                count += 1
+                if count == lo:
+                    min_pos = p
+            if count < lo:
+                ok = False
+            else:
+                if op == OP_RUN_GREEDY and p > min_pos:
+                    if sp >= cap:
+                        return OVERFLOW
+                    e = STACK_ENTRY * sp
+                    stack[e] = _RUN
+                    stack[e + 1] = pc + 1
+                    stack[e + 2] = p
+                    stack[e + 3] = min_pos
+                    sp += 1
+                pos = p
+                pc += 1
+        elif op == OP_RUN_LAZY:
+            s = prog[ins + 1]
+            lo = prog[ins + 2]
+            hi = prog[ins + 3]
+            count = 0
+            while count < lo and pos < end:
+                c, n = _class_at(data, pos, end, classes)
+                if not _in_set(prog, sets_base, s, c):
+                    break
+                pos += n
+                count += 1
+            if count < lo:
+                ok = False
+            else:
+                if hi < 0 or count < hi:
+                    if sp >= cap:
+                        return OVERFLOW
+                    e = STACK_ENTRY * sp
+                    stack[e] = _LAZY
+                    stack[e + 1] = pc
+                    stack[e + 2] = pos
+                    stack[e + 3] = count
+                    sp += 1
+                pc += 1
+        elif op == OP_SPLIT:
+            if sp >= cap:
+                return OVERFLOW
+            e = STACK_ENTRY * sp
+            stack[e] = _PLAIN
+            stack[e + 1] = prog[ins + 2]
+            stack[e + 2] = pos
+            stack[e + 3] = 0
+            sp += 1
+            pc = prog[ins + 1]
+        elif op == OP_JMP:
+            pc = prog[ins + 1]
+        elif op == OP_EOL:
+            ok = pos >= end or (eol_nl and data[pos] == 0x0A)
+            pc += 1
+        elif op == OP_LOOK:
+            n_items = prog[ins + 1]
+            p = pos
+            seen = True
+            for j in range(n_items):
+                if p >= end:
+                    seen = False
+                    break
+                c, n = _class_at(data, p, end, classes)
+                if not _in_set(prog, sets_base, prog[ins + 4 * (j + 1) + 1], c):
+                    seen = False
+                    break
+                p += n
+            ok = seen != (prog[ins + 2] != 0)
+            pc += 1 + n_items
+        elif op == OP_MARK:
+            state[_REGS + prog[ins + 1]] = sp
+            pc += 1
+        elif op == OP_CUT:
+            sp = state[_REGS + prog[ins + 1]]
+            pc += 1
+        else:  # OP_MATCH
+            return pos
+        if not ok:
+            resumed = False
+            while sp > 0:
+                sp -= 1
+                e = STACK_ENTRY * sp
+                kind = stack[e]
+                if kind == _PLAIN:
+                    pc = stack[e + 1]
+                    pos = stack[e + 2]
+                    resumed = True
+                    break
+                if kind == _RUN:
+                    back = _step_back(data, stack[e + 2], stack[e + 3], end)
+                    if back > stack[e + 3]:
+                        stack[e + 2] = back
+                        sp += 1  # (the entry stays: it may give back more)
+                    pc = stack[e + 1]
+                    pos = back
+                    resumed = True
+                    break
+                # _LAZY: take one more code point, if the run may and it is in the set
+                lazy = code_base + 4 * stack[e + 1]
+                hi = prog[lazy + 3]
+                at = stack[e + 2]
+                count = stack[e + 3]
+                if (hi < 0 or count < hi) and at < end:
+                    c, n = _class_at(data, at, end, classes)
+                    if _in_set(prog, sets_base, prog[lazy + 1], c):
+                        stack[e + 2] = at + n
+                        stack[e + 3] = count + 1
+                        if hi < 0 or count + 1 < hi:
+                            sp += 1
+                        pc = stack[e + 1] + 1
+                        pos = at + n
+                        resumed = True
+                        break
+            if not resumed:
+                return _NO_MATCH
+
+
+@njit(**HELPER)
+def _match_at(data, pos, end, classes, prog, st, stack, state):
+    """End of the stage's leftmost-first match at ``pos``, ``_NO_MATCH`` or ``OVERFLOW``."""
+    n_branches = prog[st + 1]
+    sets_base = prog[st + 2]
+    branches = prog[st + 3]
+    code_base = prog[st + 4]
+    eol_nl = (prog[st] & EOL_AT_NEWLINE) != 0
+    c, _ = _class_at(data, pos, end, classes)
+    for b in range(n_branches):
+        first = prog[branches + 2 * b + 1]
+        if first >= 0 and not _in_set(prog, sets_base, first, c):
+            continue
+        r = _run_branch(data, pos, end, classes, prog, sets_base, code_base, prog[branches + 2 * b], eol_nl, stack,
+                        state)
+        if r != _NO_MATCH:
+            return r
+    return _NO_MATCH
+
+
+@njit(**HELPER)
+def _next_match(data, pos, end, classes, prog, st, stack, state, k):
+    """The stage's next match at or after ``pos`` into ``state`` (start ``end``: none); False on
+    ``OVERFLOW``."""
+    sets_base = prog[st + 2]
+    first_any = prog[st + 5]
+    p = pos
+    while p < end:
+        c, n = _class_at(data, p, end, classes)
+        if first_any < 0 or _in_set(prog, sets_base, first_any, c):
+            r = _match_at(data, p, end, classes, prog, st, stack, state)
+            if r == OVERFLOW:
+                return False
+            if r != _NO_MATCH:
+                state[_CACHED_START + k] = p
+                state[_CACHED_END + k] = r
+                return True
+        p += n
+    state[_CACHED_START + k] = end
+    state[_CACHED_END + k] = end
+    return True
+
+
+@njit(**HELPER)
+def _stage_piece(data, pos, end, classes, prog, k, stack, state):
+    """Stage k's piece at ``pos`` (its text ends at ``end``): its end, or ``-(q) - 1`` to drop
+    the bytes up to q, or ``pos`` on ``OVERFLOW``."""
+    st = prog[2 + k]
+    if state[_CACHED_START + k] < pos:
+        if not _next_match(data, pos, end, classes, prog, st, stack, state, k):
+            return pos
+    start = state[_CACHED_START + k]
+    flags = prog[st]
+    if start == pos:
+        state[_CACHED_START + k] = -1
+        stop = state[_CACHED_END + k]
+        return stop if flags & KEEP_MATCHES else -stop - 1
+    return start if flags & KEEP_GAPS else -start - 1
+
+
+@njit(**HELPER)
+def regex_piece_end(data, pos, end, classes, prog, state, stack):
+    """The piece that starts at byte ``pos`` of the text ``data[..end]``: its exclusive end
+    (> ``pos``); or ``-(q) - 1``: the bytes ``pos..q`` are in no piece (dropped); or ``pos``:
+    ``stack`` is too small (grow it, reset ``state``, scan the text again).
+
+    Calls for one text must come in order, each at the end the one before gave (its start
+    first), with ``state`` all -1 before the first."""
+    n_stages = prog[1]
+    limit = end
+    for k in range(n_stages):
+        if pos >= state[k]:
+            r = _stage_piece(data, pos, limit, classes, prog, k, stack, state)
+            for j in range(k + 1, n_stages):
+                state[j] = -1
+                state[_CACHED_START + j] = -1
+            if r <= pos:
+                state[k] = -1
+                return r
+            state[k] = r
+        limit = state[k]
+    return limit
+
+
+@njit(cache=True)
+def regex_split(data, start, end, classes, prog):
+    """Every piece of ``data[start:end]``: ``int64[n, 2]`` of (start, end). For tests and for
+    code that wants the pieces themselves."""
+    state = np.full(STATE_WORDS, -1, dtype=np.int64)
+    stack = np.empty(STACK_ENTRY * 64, dtype=np.int64)
+    out = np.empty((max(end - start, 1), 2), dtype=np.int64)
+    n = 0
+    pos = start
+    while pos < end:
+        r = regex_piece_end(data, pos, end, classes, prog, state, stack)
+        if r == pos:
+            stack = np.empty(2 * stack.shape[0], dtype=np.int64)
+            state[:] = -1
+            n = 0
+            pos = start
+            continue
+        if r < 0:
+            pos = -r - 1
+            continue
+        out[n, 0] = pos
+        out[n, 1] = r
+        n += 1
+        pos = r
+    return out[:n].copy()

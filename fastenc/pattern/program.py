@@ -1,0 +1,336 @@
+"""Syntax trees of split patterns -> one flat ``int32`` program and a code-point class table.
+
+The program is data for one kernel (``fastenc.kernels.pretok_regex``), so every pattern shares
+one compiled scanner. Its layout (all offsets absolute indices into the array):
+
+    [0] PROGRAM_MAGIC   [1] number of stages   [2 + k] offset of stage k
+    stage: [flags, n_branches, sets_base, branches_base, code_base, first_any]
+      flags        KEEP_MATCHES | KEEP_GAPS | EOL_AT_NEWLINE
+      sets_base    8 words (256 bits) per set: bit c = class c is in the set
+      branches     2 words per top-level branch: its first instruction, its FIRST set (-1: any)
+      code         4 words per instruction: op, a, b, c (the OP_* codes of the kernel)
+      first_any    the set of every class some branch can start with (-1: any)
+
+Code points are mapped to classes (``uint8[0x110000]``): two code points share a class when every
+set of every stage treats them alike, so a set test is one bit of 256. Each set is resolved with
+the tables of the engine that defines the pattern (``props``), never with Python's own.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from fastenc.kernels import pretok_regex as k
+from fastenc.pattern import props
+from fastenc.pattern.parse import PatternError, parse
+
+N_CODEPOINTS = 0x110000
+MAX_CLASSES = 256
+
+
+class Stage(NamedTuple):
+    """One split of a pre-tokenizer: its regex, the engine that defines it, what it keeps."""
+
+    pattern: str
+    engine: str  # "tiktoken" (fancy-regex) or "hf" (Oniguruma)
+    keep_matches: bool = True
+    keep_gaps: bool = False  # tiktoken drops the text no match covers; HF's Isolated keeps it
+
+
+class SplitProgram(NamedTuple):
+    program: np.ndarray  # int32, see the module docstring
+    classes: np.ndarray  # uint8[0x110000]: code point -> class
+
+
+def compile_stages(stages: list[Stage]) -> SplitProgram:
+    """The program and class table of a sequence of splits (each applied to the pieces of the
+    one before, as HF's ``Sequence`` does). Raises ``PatternError`` for what cannot be exact."""
+    if not stages:
+        raise PatternError("a split program needs at least one pattern")
+    sets = _SetTable()
+    stage_codes = [_StageCompiler(stage, sets).build() for stage in stages]
+    classes, bitmaps = sets.classes_and_bitmaps()
+    words = [k.PROGRAM_MAGIC, len(stages)] + [0] * len(stages)
+    for i, (stage, code) in enumerate(zip(stages, stage_codes)):
+        words[2 + i] = len(words)
+        words.extend(code.layout(len(words), bitmaps, stage))
+    return SplitProgram(np.asarray(words, dtype=np.int32), classes)
+
+
+class _SetTable:
+    """Distinct sets of code points (bool arrays), numbered in the order first seen."""
+
+    def __init__(self):
+        self.arrays: list[np.ndarray] = []
+        self.index: dict[bytes, int] = {}
+
+    def add(self, member: np.ndarray) -> int:
+        key = np.packbits(member).tobytes()
+        if key not in self.index:
+            self.index[key] = len(self.arrays)
+            self.arrays.append(member)
+        return self.index[key]
+
+    def classes_and_bitmaps(self) -> tuple[np.ndarray, np.ndarray]:
+        """Group code points by their membership in every set: the class table, and per set a
+        256-bit map of the classes in it (``uint32[n_sets, 8]``)."""
+        n = len(self.arrays)
+        packed = np.packbits(np.stack(self.arrays), axis=0)  # (ceil(n/8), N)
+        rows = np.ascontiguousarray(packed.T)
+        view = rows.view(np.dtype((np.void, rows.shape[1])))[:, 0]
+        _, first, inverse = np.unique(view, return_index=True, return_inverse=True)
+        if first.shape[0] > MAX_CLASSES:
+            raise PatternError(f"the split pattern needs {first.shape[0]} classes of code points; "
+                               f"fastenc's scanner takes at most {MAX_CLASSES}")
+        classes = inverse.reshape(-1).astype(np.uint8)
+        member = np.stack(self.arrays)[:, first]  # (n, n_classes): set s holds class c
+        bitmaps = np.zeros((n, 8), dtype=np.uint32)
+        for c in range(first.shape[0]):
+            bitmaps[member[:, c], c >> 5] |= np.uint32(1 << (c & 31))
+        classes.flags.writeable = False
+        return classes, bitmaps
+
+
+class _Code:
+    """A stage's instructions with set ids and jump targets still symbolic."""
+
+    def __init__(self):
+        self.ins: list[list[int]] = []
+        self.branches: list[tuple[int, int]] = []  # (first instruction, FIRST set id or -1)
+        self.first_any = -1
+        self.used_sets: list[int] = []
+        self.n_regs = 0
+
+    def emit(self, op: int, a: int = 0, b: int = 0, c: int = 0) -> int:
+        self.ins.append([op, a, b, c])
+        return len(self.ins) - 1
+
+    def layout(self, base: int, bitmaps: np.ndarray, stage: Stage) -> list[int]:
+        """The stage's words, placed at ``base``: header, its sets' bitmaps (renumbered from 0),
+        branches, code."""
+        local = {s: i for i, s in enumerate(sorted(set(self.used_sets)))}
+        flags = (k.KEEP_MATCHES if stage.keep_matches else 0) | (k.KEEP_GAPS if stage.keep_gaps else 0)
+        if stage.engine == "hf":
+            flags |= k.EOL_AT_NEWLINE
+        header_len = 6
+        sets_base = base + header_len
+        branches_base = sets_base + 8 * len(local)
+        code_base = branches_base + 2 * len(self.branches)
+        words = [flags, len(self.branches), sets_base, branches_base, code_base,
+                 local.get(self.first_any, -1) if self.first_any >= 0 else -1]
+        for s in sorted(local, key=local.get):
+            words.extend(int(w) for w in bitmaps[s].view(np.int32))
+        for pc, first in self.branches:
+            words.extend([pc, local[first] if first >= 0 else -1])
+        for op, a, b, c in self.ins:
+            if op in k.SET_OPS:
+                a = local[a]
+            words.extend([op, a, b, c])
+        return words
+
+
+class _StageCompiler:
+    def __init__(self, stage: Stage, sets: _SetTable):
+        if stage.engine not in props.ENGINES:
+            raise PatternError(f"unknown regex engine {stage.engine!r}; use one of {props.ENGINES}")
+        self.stage = stage
+        self.sets = sets
+        self.code = _Code()
+        self.memo: dict[tuple, int] = {}
+
+    def build(self) -> _Code:
+        tree = parse(self.stage.pattern, self.stage.engine)
+        branches = tree[1] if tree[0] == "alt" else (tree,)
+        firsts = []
+        for i, branch in enumerate(branches):
+            if _nullable(branch):
+                raise PatternError(f"split pattern {self.stage.pattern!r}: branch {i + 1} can match the empty "
+                                   "string (the engines' rules for empty matches differ; fastenc refuses it)")
+            pc = len(self.code.ins)
+            self.node(branch)
+            self.code.emit(k.OP_MATCH)
+            first = self.first(branch)
+            firsts.append(first)
+            self.code.branches.append((pc, self.use(first) if first is not None else -1))
+        if all(f is not None for f in firsts):
+            self.code.first_any = self.use(np.logical_or.reduce(firsts))
+        return self.code
+
+    # --- sets ------------------------------------------------------------------------------
+    def member(self, node: tuple) -> np.ndarray:
+        """bool[0x110000] of a ("set", items, negated) node."""
+        key = node
+        if key not in self.memo:
+            out = np.zeros(N_CODEPOINTS, dtype=bool)
+            for item in node[1]:
+                out |= self.item(item)
+            self.memo[key] = ~out if node[2] else out
+        return self.memo[key]
+
+    def item(self, item: tuple) -> np.ndarray:
+        engine = self.stage.engine
+        kind = item[0]
+        if kind == "range":
+            out = np.zeros(N_CODEPOINTS, dtype=bool)
+            out[item[1] : item[2] + 1] = True
+            return out
+        if kind == "fold":
+            out = np.zeros(N_CODEPOINTS, dtype=bool)
+            out[np.asarray(props.casefold_set(item[1], engine), dtype=np.int64)] = True
+            return out
+        if kind == "prop":
+            got = props.property_set(item[1], engine)
+            return ~got if item[2] else got.copy()
+        if kind == "esc":
+            got = props.escape_set(item[1], engine)
+            return ~got if item[2] else got.copy()
+        if kind == "class":
+            return self.member(("set", item[1], item[2]))
+        if kind == "and":
+            return self.item(item[1]) & self.item(item[2])
+        raise AssertionError(item)
+
+    def use(self, member: np.ndarray) -> int:
+        s = self.sets.add(member)
+        self.code.used_sets.append(s)
+        return s
+
+    def first(self, node: tuple):
+        """bool[0x110000] of the code points a match of ``node`` can start with, or None (any)."""
+        kind = node[0]
+        if kind == "set":
+            return self.member(node)
+        if kind == "seq":
+            acc = np.zeros(N_CODEPOINTS, dtype=bool)
+            for item in node[1]:
+                if item[0] in ("eol", "look"):
+                    continue  # an assertion consumes nothing: the next item starts the match
+                got = self.first(item)
+                if got is None:
+                    return None
+                acc |= got
+                if not _nullable(item):
+                    return acc
+            return None
+        if kind == "alt":
+            acc = np.zeros(N_CODEPOINTS, dtype=bool)
+            for branch in node[1]:
+                got = self.first(branch)
+                if got is None:
+                    return None
+                acc |= got
+            return acc
+        if kind == "repeat":
+            return self.first(node[1])
+        if kind == "atomic":
+            return self.first(node[1])
+        return None
+
+    # --- code ------------------------------------------------------------------------------
+    def node(self, node: tuple) -> None:
+        kind = node[0]
+        emit = self.code.emit
+        if kind == "set":
+            emit(k.OP_SET, self.use(self.member(node)))
+        elif kind == "seq":
+            for item in node[1]:
+                self.node(item)
+        elif kind == "alt":
+            self.alternation(node[1])
+        elif kind == "repeat":
+            self.repeat(*node[1:])
+        elif kind == "eol":
+            emit(k.OP_EOL)
+        elif kind == "look":
+            self.lookahead(node[1], node[2])
+        elif kind == "atomic":
+            self.atomic(lambda: self.node(node[1]))
+        else:
+            raise AssertionError(node)
+
+    def alternation(self, branches) -> None:
+        emit = self.code.emit
+        jumps = []
+        for i, branch in enumerate(branches):
+            if i < len(branches) - 1:
+                split = emit(k.OP_SPLIT)
+                self.code.ins[split][1] = len(self.code.ins)
+                self.node(branch)
+                jumps.append(emit(k.OP_JMP))
+                self.code.ins[split][2] = len(self.code.ins)
+            else:
+                self.node(branch)
+        for j in jumps:
+            self.code.ins[j][1] = len(self.code.ins)
+
+    def repeat(self, body: tuple, lo: int, hi: int, mode: str) -> None:
+        emit = self.code.emit
+        if body[0] == "set":
+            op = {"greedy": k.OP_RUN_GREEDY, "lazy": k.OP_RUN_LAZY, "possessive": k.OP_RUN_POSSESSIVE}[mode]
+            emit(op, self.use(self.member(body)), lo, hi)
+            return
+        if mode == "possessive":
+            self.atomic(lambda: self.repeat(body, lo, hi, "greedy"))
+            return
+        if hi == -1 and _nullable(body):
+            raise PatternError(f"split pattern {self.stage.pattern!r}: a repeated group that can match the empty "
+                               "string (the engines stop such loops differently)")
+        for _ in range(lo):
+            self.node(body)
+        if hi == -1:
+            loop = emit(k.OP_SPLIT)
+            self.node(body)
+            emit(k.OP_JMP, loop)
+            out = len(self.code.ins)
+            self._arms(loop, loop + 1, out, mode)
+            return
+        splits = []
+        for _ in range(hi - lo):
+            split = emit(k.OP_SPLIT)
+            splits.append(split)
+            self.node(body)
+        out = len(self.code.ins)
+        for split in splits:
+            self._arms(split, split + 1, out, mode)
+
+    def _arms(self, split: int, body: int, out: int, mode: str) -> None:
+        first, second = (body, out) if mode == "greedy" else (out, body)
+        self.code.ins[split][1] = first
+        self.code.ins[split][2] = second
+
+    def lookahead(self, body: tuple, negated: bool) -> None:
+        items = body[1] if body[0] == "seq" else (body,)
+        if not all(item[0] == "set" for item in items):
+            raise PatternError(f"split pattern {self.stage.pattern!r}: a lookahead other than a fixed sequence of "
+                               "characters or classes (such as (?!\\S))")
+        self.code.emit(k.OP_LOOK, len(items), int(negated))
+        for item in items:
+            self.code.emit(k.OP_SET, self.use(self.member(item)))
+
+    def atomic(self, body) -> None:
+        reg = self.code.n_regs
+        if reg >= k.MAX_REGS:
+            raise PatternError(f"split pattern {self.stage.pattern!r}: more than {k.MAX_REGS} atomic groups")
+        self.code.n_regs += 1
+        self.code.emit(k.OP_MARK, reg)
+        body()
+        self.code.emit(k.OP_CUT, reg)
+
+
+def _nullable(node: tuple) -> bool:
+    """Can ``node`` match the empty string?"""
+    kind = node[0]
+    if kind == "set":
+        return False
+    if kind == "seq":
+        return all(_nullable(item) for item in node[1])
+    if kind == "alt":
+        return any(_nullable(b) for b in node[1])
+    if kind == "repeat":
+        return node[2] == 0 or _nullable(node[1])
+    if kind in ("eol", "look"):
+        return True
+    if kind == "atomic":
+        return _nullable(node[1])
+    raise AssertionError(node)

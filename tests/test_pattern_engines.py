@@ -1,0 +1,143 @@
+"""Any split pattern, exact: fastenc's compiled scanner against the reference engines.
+
+tiktoken (fancy-regex) for tiktoken patterns, compared by ids on GPT-2's vocabulary; HF tokenizers
+(Oniguruma) for tokenizer.json splits, compared piece by piece and by ids. The patterns are the
+models' own and patterns generated from the dialect at random. ``FASTENC_FUZZ`` sets the texts
+per pattern (.ci/run's full run uses 10,000).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import fastenc
+from fastenc.pattern import LLAMA3, O200K, QWEN2, TEKKEN, CL100K, PatternError, Stage, compile_stages
+from pattern_support import (encoder_with_split, fastenc_pieces, gpt2_ranks, hf_pieces, random_texts,
+                             tiktoken_reference, write_rank_file)
+
+tiktoken = pytest.importorskip("tiktoken")
+pytest.importorskip("tokenizers")
+FUZZ = int(os.environ.get("FASTENC_FUZZ", "1500"))
+DEEPSEEK_V3_LAST = (r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+                    r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN35 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+          r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+_NOT_HAN_UPPER = r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]"
+_NOT_HAN_LOWER = r"[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]"
+KIMI_LIKE = (r"[\p{Han}]+|[^\r\n\p{L}\p{N}]?" + _NOT_HAN_UPPER + "*" + _NOT_HAN_LOWER + r"+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+             r"|[^\r\n\p{L}\p{N}]?" + _NOT_HAN_UPPER + "+" + _NOT_HAN_LOWER + r"*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+             r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    """GPT-2's ranks as a tiktoken rank file, loaded with a split pattern (then swapped per test)."""
+    path = write_rank_file(gpt2_ranks(), tmp_path_factory.mktemp("ranks") / "gpt2.tiktoken")
+    return fastenc.load(path, pattern=LLAMA3)
+
+
+@pytest.mark.parametrize("pattern", [LLAMA3, QWEN2, TEKKEN, O200K, CL100K, DEEPSEEK_V3_LAST, QWEN35, KIMI_LIKE,
+                                     r"\p{N}{1,3}+|[^\p{N}]+", r"'(?i:[sdmt]|ll|ve|re)|\p{L}+?\p{L}|\p{N}|\s+$|\s"],
+                         ids=["llama3", "qwen2", "tekken", "o200k", "cl100k", "deepseek3", "qwen3.5", "kimi-like",
+                              "digits", "lazy-eol"])
+def test_model_patterns_equal_tiktoken(base, pattern):
+    ours = encoder_with_split(base, [Stage(pattern, "tiktoken")])
+    ref = tiktoken_reference(pattern, gpt2_ranks())
+    texts = random_texts(np.random.default_rng(abs(hash(pattern)) % 2**32), FUZZ)
+    ids, offsets = ours.encode_batch(texts)
+    bad = [t for i, t in enumerate(texts) if ids[offsets[i]:offsets[i + 1]].tolist() != ref.encode_ordinary(t)]
+    assert bad == []
+
+
+@pytest.mark.parametrize("pattern", [LLAMA3, TEKKEN, DEEPSEEK_V3_LAST, r"\s+$|\S+|\s", r"a$|[^a]+|a"])
+def test_model_patterns_equal_oniguruma_piece_by_piece(pattern):
+    program = compile_stages([Stage(pattern, "hf", True, True)])
+    for text in random_texts(np.random.default_rng(7), max(FUZZ // 5, 100)):
+        assert fastenc_pieces(program, text) == hf_pieces(pattern, text), text
+
+
+# --- generated patterns ---------------------------------------------------------------------
+_ITEMS = [r"\p{L}", r"\p{N}", r"\p{Lu}", r"\p{Ll}", r"\p{M}", r"\p{P}", r"\p{S}", r"\p{Han}", r"\s", r"\d", r"\w",
+          "a", "'", " ", r"\r", r"\n", "a-c", "0-9", "s"]
+_SINGLE = [r"\p{L}", r"\p{N}", r"\s", r"\S", r"\d", "a", "'", " ", r"\n", ".", r"\p{Lu}", r"\P{L}"]
+
+
+@st.composite
+def _set(draw):
+    if draw(st.booleans()):
+        return draw(st.sampled_from(_SINGLE))
+    items = draw(st.lists(st.sampled_from(_ITEMS), min_size=1, max_size=3, unique=True))
+    return "[" + ("^" if draw(st.booleans()) else "") + "".join(items) + "]"
+
+
+@st.composite
+def _atom(draw, engine, depth=0):
+    kind = draw(st.sampled_from(["set"] * 6 + ["group", "fold", "look", "eol"] if depth == 0 else ["set"]))
+    if kind == "group":
+        return "(?:" + "|".join(draw(st.lists(_seq(engine, depth + 1), min_size=1, max_size=2))) + ")"
+    if kind == "fold":
+        return draw(st.sampled_from([r"(?i:'s|'t|'re|'ll)", r"'(?i:[sdmt]|ll|ve)", r"(?i:s)"]))
+    if kind == "look":
+        return "(?" + draw(st.sampled_from("=!")) + draw(_set()) + ")"
+    if kind == "eol":
+        return "$"
+    return draw(_set())
+
+
+@st.composite
+def _quantified(draw, engine, depth=0):
+    atom = draw(_atom(engine, depth))
+    if atom == "$" or atom.startswith("(?=") or atom.startswith("(?!"):
+        return atom
+    q = draw(st.sampled_from(["", "", "?", "*", "+", "{1,3}", "{2}", "{0,2}", "{2,}"]))
+    if q and draw(st.booleans()) and not (engine == "hf" and q.startswith("{")):
+        q += draw(st.sampled_from("?+"))
+    return atom + q
+
+
+@st.composite
+def _seq(draw, engine, depth=0):
+    return "".join(draw(st.lists(_quantified(engine, depth), min_size=1, max_size=3)))
+
+
+@st.composite
+def _pattern(draw, engine):
+    return "|".join(draw(st.lists(_seq(engine), min_size=1, max_size=4)))
+
+
+def _compiled_or_skip(pattern, engine, keep_gaps):
+    try:
+        return compile_stages([Stage(pattern, engine, True, keep_gaps)])
+    except PatternError:
+        assume(False)
+
+
+@settings(max_examples=max(FUZZ // 10, 60), deadline=None, suppress_health_check=list(HealthCheck))
+@given(pattern=_pattern("tiktoken"), seed=st.integers(0, 2**32 - 1))
+def test_generated_patterns_equal_tiktoken(base, pattern, seed):
+    _compiled_or_skip(pattern, "tiktoken", False)
+    try:
+        ref = tiktoken_reference(pattern, gpt2_ranks())
+    except ValueError:
+        assume(False)  # a pattern fancy-regex itself refuses
+    ours = encoder_with_split(base, [Stage(pattern, "tiktoken")])
+    texts = random_texts(np.random.default_rng(seed), 30)
+    ids, offsets = ours.encode_batch(texts)
+    for i, text in enumerate(texts):
+        assert ids[offsets[i]:offsets[i + 1]].tolist() == ref.encode_ordinary(text), (pattern, text)
+
+
+@settings(max_examples=max(FUZZ // 10, 60), deadline=None, suppress_health_check=list(HealthCheck))
+@given(pattern=_pattern("hf"), seed=st.integers(0, 2**32 - 1))
+def test_generated_patterns_equal_oniguruma(pattern, seed):
+    program = _compiled_or_skip(pattern, "hf", True)
+    for text in random_texts(np.random.default_rng(seed), 20):
+        try:
+            ref = hf_pieces(pattern, text)
+        except Exception:
+            assume(False)  # a pattern Oniguruma itself refuses
+        assert fastenc_pieces(program, text) == ref, (pattern, text)

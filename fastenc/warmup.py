@@ -139,6 +139,10 @@ def families_for(command: str, args) -> tuple:
         return ("wide",)  # (a tokenizer given by path is not opened here: a wide one compiles unannounced)
     if command == "encode" and getattr(args, "tokenizer", None) == "urls":
         return ("urls",)  # the URL vocabulary's loop (its own specialisation) is in the urls family
+    if command in ("encode", "gpt2") and getattr(args, "tokenizer", "gpt2") not in ("gpt2", None):
+        # any other tokenizer may take the wide loop (ids above 65,535, or a split pattern): compile it
+        # before workers start, which must never compile (Numba's thread count is fixed once they run)
+        return COMMAND_FAMILIES[command] + ("wide",)
     if command in COMMAND_FAMILIES:
         return COMMAND_FAMILIES[command]
     if command == "verify":
@@ -191,13 +195,18 @@ def warm_encoder(work: Path) -> None:
 
 
 def warm_wide(work: Path) -> None:
-    """The loop for vocabularies above 65,536 ids (``encode_docs_wide``): cl100k_base and o200k_base
-    (their pre-tokenizers differ), through ``Encoder.encode``."""
+    """The loop for vocabularies above 65,536 ids and split patterns (``encode_docs_wide``): cl100k_base
+    and o200k_base (their pre-tokenizers differ; every split pattern takes the same compiled loop),
+    through ``Encoder.encode``, and the gpt2 recipe with uint32 ids."""
     import fastenc
+    from fastenc.recipes.gpt2 import encode_gpt2, verify_output
 
     for name in ("cl100k_base", "o200k_base"):
         enc = fastenc.load(name)
         enc.decode_bytes(enc.encode_bytes("Hello, world! Grüße 123 🙂 中文".encode()))
+    src = _write_parquet(work / "docs-wide.parquet", "text", _DOCS)
+    encode_gpt2([src], work / "wide-out", encoding="o200k_base", quiet=True)  # the recipe's uint32 kernels
+    verify_output(work / "wide-out", [src])
 
 
 def warm_url_encoder(work: Path) -> None:

@@ -177,9 +177,14 @@ def _iter_docs(path: Path, fmt: str, tokenizer: str | None):
             yield doc, None
         return
     if fmt == "gpt2":
-        enc = fastenc.load(tokenizer or "gpt2")
+        # the part's sidecar names its tokenizer, split pattern and dtype (uint32 past 65,535 ids)
+        side = path.with_name(path.name[:-4] + ".meta.json")
+        meta = json.loads(side.read_text(encoding="utf-8")) if side.is_file() else {}
+        enc = fastenc.load(tokenizer or meta.get("tokenizer", "gpt2"),
+                           pattern=None if tokenizer else meta.get("tokenizer_pattern"))
+        dtype = np.dtype(meta.get("dtype", "uint16")).newbyteorder("<")
         idx = np.load(path.with_name(path.name[:-4] + ".idx.npy"), mmap_mode="r")
-        tokens = np.memmap(path, dtype="<u2", mode="r") if path.stat().st_size else np.zeros(0, np.uint16)
+        tokens = np.memmap(path, dtype=dtype, mode="r") if path.stat().st_size else np.zeros(0, dtype)
         for i in range(idx.size - 1):
             ids = tokens[idx[i] : idx[i + 1]]
             yield enc.decode_bytes(ids), ids

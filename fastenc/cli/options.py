@@ -64,8 +64,9 @@ def add_tokenizer(p, default: str, help_text: str | None = None, aliases: tuple[
 
 
 def add_pattern(p, flag: str) -> None:
-    p.add_argument("--pattern", default=None, choices=["cl100k", "o200k", "gpt2"],
-                   help=f"the split pattern of a .tiktoken file given to {flag} by path")
+    p.add_argument("--pattern", default=None, metavar="P",
+                   help=f"the split pattern of a .tiktoken file given to {flag} by path: a name (gpt2, cl100k, o200k, "
+                        "llama3, llama4, qwen2, tekken, ...) or the regex the model's code passes to tiktoken")
 
 
 def add_column(p, default_text: str) -> None:

@@ -84,9 +84,12 @@ def token_format(encoding: str, enc, pattern: str | None = None) -> TokenFormat:
     """The ``TokenFormat`` of a loaded encoder (``encoding`` as the user named it)."""
     if encoding == TOKENIZER:
         return GPT2_FORMAT
+    split = enc.info.pretokenizer
+    if split == "regex":  # the split itself, each stage's regex and the engine whose rules it follows
+        split = "split " + " then ".join(f"{stage[0]!r} ({stage[1]})" for stage in enc.info.split)
     text = (f"tiktoken {encoding} encode_ordinary: special tokens' text is ordinary text (their ids never occur); "
             "no separator between documents") if encoding in ("cl100k_base", "o200k_base") else (
-            f"fastenc.load({encoding!r}) (merge rule {enc.info.merge_rule}, pre-tokenizer {enc.info.pretokenizer}); "
+            f"fastenc.load({encoding!r}) (merge rule {enc.info.merge_rule}, pre-tokenizer {split}); "
             "special tokens' text is ordinary text; no separator between documents")
     return TokenFormat(encoding, enc.vocab_size, np.dtype(enc.dtype).name, text, pattern)
 

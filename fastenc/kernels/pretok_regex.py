@@ -280,9 +280,34 @@ def _run_branch(data, pos, end, classes, prog, sets_base, code_base, pc, eol_nl,
                 return _NO_MATCH
 
 
-@njit(**HELPER)
+@njit(forceinline=True, **HELPER)
+def _dfa_match(data, pos, end, classes, prog, dfa, stride):
+    """End of the DFA's match at ``pos`` (``fastenc.pattern.dfa``: one load per code point), or
+    ``_NO_MATCH``."""
+    s = 1
+    last = _NO_MATCH
+    p = pos
+    eot = stride - 1
+    while True:
+        if p < end:
+            c, n = _class_at(data, p, end, classes)
+        else:
+            c = eot
+            n = 0
+        t = prog[dfa + s * stride + c]
+        if t & 1:
+            last = p
+        s = t >> 1
+        if s == 0 or p >= end:
+            return last
+        p += n
+
+
+@njit(forceinline=True, **HELPER)
 def _match_at(data, pos, end, classes, prog, st, stack, state):
     """End of the stage's leftmost-first match at ``pos``, ``_NO_MATCH`` or ``OVERFLOW``."""
+    if prog[st + 6] >= 0:
+        return _dfa_match(data, pos, end, classes, prog, prog[st + 6], prog[st + 7])
     n_branches = prog[st + 1]
     sets_base = prog[st + 2]
     branches = prog[st + 3]
@@ -300,7 +325,7 @@ def _match_at(data, pos, end, classes, prog, st, stack, state):
     return _NO_MATCH
 
 
-@njit(**HELPER)
+@njit(forceinline=True, **HELPER)
 def _next_match(data, pos, end, classes, prog, st, stack, state, k):
     """The stage's next match at or after ``pos`` into ``state`` (start ``end``: none); False on
     ``OVERFLOW``."""
@@ -340,7 +365,7 @@ def _stage_piece(data, pos, end, classes, prog, k, stack, state):
     return start if flags & KEEP_GAPS else -start - 1
 
 
-@njit(**HELPER)
+@njit(forceinline=True, **HELPER)
 def regex_piece_end(data, pos, end, classes, prog, state, stack):
     """The piece that starts at byte ``pos`` of the text ``data[..end]``: its exclusive end
     (> ``pos``); or ``-(q) - 1``: the bytes ``pos..q`` are in no piece (dropped); or ``pos``:
@@ -349,6 +374,12 @@ def regex_piece_end(data, pos, end, classes, prog, state, stack):
     Calls for one text must come in order, each at the end the one before gave (its start
     first), with ``state`` all -1 before the first."""
     n_stages = prog[1]
+    st = prog[2]
+    if n_stages == 1 and prog[st + 6] >= 0 and (prog[st] & KEEP_MATCHES) != 0 and state[_CACHED_START] < pos:
+        # One split with a DFA (most models): a match here is the piece; only a miss takes the general path
+        r = _dfa_match(data, pos, end, classes, prog, prog[st + 6], prog[st + 7])
+        if r > pos:
+            return r
     limit = end
     for k in range(n_stages):
         if pos >= state[k]:

@@ -4,12 +4,14 @@ The program is data for one kernel (``fastenc.kernels.pretok_regex``), so every 
 one compiled scanner. Its layout (all offsets absolute indices into the array):
 
     [0] PROGRAM_MAGIC   [1] number of stages   [2 + k] offset of stage k
-    stage: [flags, n_branches, sets_base, branches_base, code_base, first_any]
+    stage: [flags, n_branches, sets_base, branches_base, code_base, first_any, dfa_base, dfa_stride]
       flags        KEEP_MATCHES | KEEP_GAPS | EOL_AT_NEWLINE
       sets_base    8 words (256 bits) per set: bit c = class c is in the set
       branches     2 words per top-level branch: its first instruction, its FIRST set (-1: any)
       code         4 words per instruction: op, a, b, c (the OP_* codes of the kernel)
       first_any    the set of every class some branch can start with (-1: any)
+      dfa          the stage's DFA (``fastenc.pattern.dfa``; -1: none, the backtracking code runs),
+                   ``dfa_stride`` = classes + 1 words a state
 
 Code points are mapped to classes (``uint8[0x110000]``): two code points share a class when every
 set of every stage treats them alike, so a set test is one bit of 256. Each set is resolved with
@@ -23,6 +25,7 @@ import numpy as np
 
 from fastenc.kernels import pretok_regex as k
 from fastenc.pattern import props
+from fastenc.pattern.dfa import NotRegular, build_dfa
 from fastenc.pattern.parse import PatternError, parse
 
 N_CODEPOINTS = 0x110000
@@ -49,8 +52,11 @@ def compile_stages(stages: list[Stage]) -> SplitProgram:
     if not stages:
         raise PatternError("a split program needs at least one pattern")
     sets = _SetTable()
-    stage_codes = [_StageCompiler(stage, sets).build() for stage in stages]
+    compilers = [_StageCompiler(stage, sets) for stage in stages]
+    stage_codes = [c.build() for c in compilers]
     classes, bitmaps = sets.classes_and_bitmaps()
+    for compiler, code in zip(compilers, stage_codes):
+        code.dfa = compiler.dfa(classes, bitmaps)
     words = [k.PROGRAM_MAGIC, len(stages)] + [0] * len(stages)
     for i, (stage, code) in enumerate(zip(stages, stage_codes)):
         words[2 + i] = len(words)
@@ -101,6 +107,8 @@ class _Code:
         self.first_any = -1
         self.used_sets: list[int] = []
         self.n_regs = 0
+        self.dfa = None  # int32 table, or None: the backtracking code runs
+        self.dfa_stride = 0
 
     def emit(self, op: int, a: int = 0, b: int = 0, c: int = 0) -> int:
         self.ins.append([op, a, b, c])
@@ -113,12 +121,13 @@ class _Code:
         flags = (k.KEEP_MATCHES if stage.keep_matches else 0) | (k.KEEP_GAPS if stage.keep_gaps else 0)
         if stage.engine == "hf":
             flags |= k.EOL_AT_NEWLINE
-        header_len = 6
+        header_len = 8
         sets_base = base + header_len
         branches_base = sets_base + 8 * len(local)
         code_base = branches_base + 2 * len(self.branches)
+        dfa_base = code_base + 4 * len(self.ins) if self.dfa is not None else -1
         words = [flags, len(self.branches), sets_base, branches_base, code_base,
-                 local.get(self.first_any, -1) if self.first_any >= 0 else -1]
+                 local.get(self.first_any, -1) if self.first_any >= 0 else -1, dfa_base, self.dfa_stride]
         for s in sorted(local, key=local.get):
             words.extend(int(w) for w in bitmaps[s].view(np.int32))
         for pc, first in self.branches:
@@ -127,6 +136,8 @@ class _Code:
             if op in k.SET_OPS:
                 a = local[a]
             words.extend([op, a, b, c])
+        if self.dfa is not None:
+            words.extend(self.dfa.tolist())
         return words
 
 
@@ -140,7 +151,7 @@ class _StageCompiler:
         self.memo: dict[tuple, int] = {}
 
     def build(self) -> _Code:
-        tree = parse(self.stage.pattern, self.stage.engine)
+        tree = self.tree = parse(self.stage.pattern, self.stage.engine)
         branches = tree[1] if tree[0] == "alt" else (tree,)
         firsts = []
         for i, branch in enumerate(branches):
@@ -155,7 +166,23 @@ class _StageCompiler:
             self.code.branches.append((pc, self.use(first) if first is not None else -1))
         if all(f is not None for f in firsts):
             self.code.first_any = self.use(np.logical_or.reduce(firsts))
+        if self.stage.engine == "hf":
+            self.use(_single(0x0A))  # Oniguruma's $ also holds before "\n": give it a class of its own
         return self.code
+
+    def dfa(self, classes: np.ndarray, bitmaps: np.ndarray):
+        """The stage's DFA over the final classes, or None where it needs backtracking."""
+        n_classes = int(classes.max()) + 1
+        self.code.dfa_stride = n_classes + 1
+
+        def in_set(s: int, c: int) -> int:
+            return (int(bitmaps[s, c >> 5]) >> (c & 31)) & 1
+
+        try:
+            return build_dfa(self.tree, lambda node: self.sets.add(self.member(node)), in_set, n_classes,
+                             self.stage.engine == "hf", int(classes[0x0A]))
+        except NotRegular:
+            return None
 
     # --- sets ------------------------------------------------------------------------------
     def member(self, node: tuple) -> np.ndarray:
@@ -316,6 +343,12 @@ class _StageCompiler:
         self.code.emit(k.OP_MARK, reg)
         body()
         self.code.emit(k.OP_CUT, reg)
+
+
+def _single(cp: int) -> np.ndarray:
+    out = np.zeros(N_CODEPOINTS, dtype=bool)
+    out[cp] = True
+    return out
 
 
 def _nullable(node: tuple) -> bool:

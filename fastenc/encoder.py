@@ -104,7 +104,7 @@ class Encoder:
         self.info = info
         self.name = name or info.path
         # the code-point classes its pre-tokenizer reads (a split pattern's come with its program)
-        self.classes = vocab.split_classes if info.pretokenizer == "regex" else class_table_for(info.pretokenizer)
+        self.classes = _read_only(vocab.split_classes) if info.pretokenizer == "regex" else class_table_for(info.pretokenizer)
         # What fastenc's own narrow loops get instead: None for the URL pre-tokenizer, whose loop
         # then compiles without GPT-2's pre-tokenizer (kernels.encode.encode_narrow).
         narrow_url = info.pretokenizer == "url" and not takes_wide_loop(vocab.config)

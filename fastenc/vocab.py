@@ -315,7 +315,8 @@ def _split_tables(split: tuple) -> tuple[np.ndarray, np.ndarray]:
     if not split:
         return np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.uint8)
     program = compile_stages([Stage(*stage) for stage in split])
-    return program.program, program.classes
+    # writeable, as every table read back from the cache is: a read-only one is another Numba type
+    return program.program, program.classes.copy()
 
 
 def _cache_dir() -> Path:

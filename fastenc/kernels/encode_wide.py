@@ -45,7 +45,7 @@ from fastenc.kernels.piece_memo import MEMO_MAX_BYTES, caches_shared, memo_find,
 from fastenc.kernels.pretok_cl100k import cl100k_piece_end, cl100k_window_starts
 from fastenc.kernels.pretok_gpt2 import WINDOW, gpt2_piece_end
 from fastenc.kernels.pretok_o200k import o200k_piece_end, o200k_window_starts
-from fastenc.kernels.pretok_regex import STATE_WORDS, regex_piece_end
+from fastenc.kernels.pretok_regex import STATE_WORDS, dfa_match, regex_piece_end
 from fastenc.kernels.pretok_url import url_piece_end
 from fastenc.kernels.readonly import as_readonly
 from fastenc.kernels.segments import segment_end, span_segment_end
@@ -173,6 +173,8 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos, scratch):
     long_base = element_address(long, 0)
     long_mask = long.shape[0] - 1
     pretok = vocab.config[cfg.PRETOKENIZER]
+    split_dfa = split_program[2] if pretok == cfg.PRETOK_REGEX else -1  # one split with a DFA: its match is the piece
+    split_stride = split_program[3] if pretok == cfg.PRETOK_REGEX else 0
     window = ASCII_MASKS and (pretok == cfg.PRETOK_CL100K or pretok == cfg.PRETOK_O200K)  # 64 ASCII bytes at a time
     whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
     joinable = vocab.joinable
@@ -239,7 +241,11 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos, scratch):
                 elif pretok == cfg.PRETOK_GPT2:
                     piece_end = gpt2_piece_end(data, found, end, classes)
                 elif pretok == cfg.PRETOK_REGEX:
-                    piece_end = regex_piece_end(data, found, end, classes, split_program, split_state, work)
+                    piece_end = -1
+                    if split_dfa >= 0:
+                        piece_end = dfa_match(data, found, end, classes, split_program, split_dfa, split_stride)
+                    if piece_end <= found:
+                        piece_end = regex_piece_end(data, found, end, classes, split_program, split_state, work)
                     if piece_end == found:  # its backtracking stack is full: grow work, encode again
                         return -2 * work.shape[0]
                     if piece_end < 0:  # bytes in no piece

@@ -54,6 +54,9 @@ _PLAIN, _RUN, _LAZY = 0, 1, 2
 _NO_MATCH = -1
 OVERFLOW = -2  # the backtracking stack is full: the caller grows it and scans again
 _REPLACEMENT = 0xFFFD
+_STAGES = 4  # program header: magic, stages, the one-DFA shortcut (its base, its stride), stage offsets
+DFA_ASCII = 128  # a DFA row's first entries are by ASCII byte (fastenc.pattern.program._kernel_rows)
+_U1 = np.uint64(1)
 
 
 @njit(forceinline=True, **HELPER)
@@ -281,24 +284,43 @@ def _run_branch(data, pos, end, classes, prog, sets_base, code_base, pc, eol_nl,
 
 
 @njit(forceinline=True, **HELPER)
-def _dfa_match(data, pos, end, classes, prog, dfa, stride):
-    """End of the DFA's match at ``pos`` (``fastenc.pattern.dfa``: one load per code point), or
-    ``_NO_MATCH``."""
-    s = 1
+def dfa_match(data, pos, end, classes, prog, dfa, stride):
+    """End of the DFA's match at ``pos`` (``fastenc.pattern.dfa``: one load per code point, with
+    no class lookup for ASCII), or ``_NO_MATCH``. Indices are unsigned: Numba adds negative-index
+    code to every signed one."""
+    base = np.uint64(dfa)
+    row = np.uint64(stride)  # the start state's row
+    eot = np.uint64(stride - 1)
     last = _NO_MATCH
     p = pos
-    eot = stride - 1
     while True:
+        n = 0
         if p < end:
-            c, n = _class_at(data, p, end, classes)
+            b = data[p]
+            if b < 0x80:
+                t = prog[base + row + np.uint64(b)]
+                n = 1
+                if np.uint64(t >> 1) == row:
+                    # A run that loops on this state (letters of a word, spaces): its entries do not
+                    # depend on one another, so the loads overlap where a state-to-state chain cannot.
+                    q = p + 1
+                    while q < end and data[q] < 0x80 and prog[base + row + np.uint64(data[q])] == t:
+                        q += 1
+                    if t & 1:
+                        last = q - 1
+                    p = q
+                    continue
+            else:
+                cp, n = decode_at(data, p, end)
+                if cp < 0:
+                    cp = _REPLACEMENT
+                t = prog[base + row + np.uint64(DFA_ASCII) + np.uint64(classes[cp])]
         else:
-            c = eot
-            n = 0
-        t = prog[dfa + s * stride + c]
+            t = prog[base + row + eot]
         if t & 1:
             last = p
-        s = t >> 1
-        if s == 0 or p >= end:
+        row = np.uint64(t >> 1)
+        if row == 0 or n == 0:
             return last
         p += n
 
@@ -307,7 +329,7 @@ def _dfa_match(data, pos, end, classes, prog, dfa, stride):
 def _match_at(data, pos, end, classes, prog, st, stack, state):
     """End of the stage's leftmost-first match at ``pos``, ``_NO_MATCH`` or ``OVERFLOW``."""
     if prog[st + 6] >= 0:
-        return _dfa_match(data, pos, end, classes, prog, prog[st + 6], prog[st + 7])
+        return dfa_match(data, pos, end, classes, prog, prog[st + 6], prog[st + 7])
     n_branches = prog[st + 1]
     sets_base = prog[st + 2]
     branches = prog[st + 3]
@@ -352,7 +374,7 @@ def _next_match(data, pos, end, classes, prog, st, stack, state, k):
 def _stage_piece(data, pos, end, classes, prog, k, stack, state):
     """Stage k's piece at ``pos`` (its text ends at ``end``): its end, or ``-(q) - 1`` to drop
     the bytes up to q, or ``pos`` on ``OVERFLOW``."""
-    st = prog[2 + k]
+    st = prog[_STAGES + k]
     if state[_CACHED_START + k] < pos:
         if not _next_match(data, pos, end, classes, prog, st, stack, state, k):
             return pos
@@ -365,21 +387,28 @@ def _stage_piece(data, pos, end, classes, prog, k, stack, state):
     return start if flags & KEEP_GAPS else -start - 1
 
 
-@njit(forceinline=True, **HELPER)
+@njit(**HELPER)
 def regex_piece_end(data, pos, end, classes, prog, state, stack):
     """The piece that starts at byte ``pos`` of the text ``data[..end]``: its exclusive end
     (> ``pos``); or ``-(q) - 1``: the bytes ``pos..q`` are in no piece (dropped); or ``pos``:
     ``stack`` is too small (grow it, reset ``state``, scan the text again).
 
     Calls for one text must come in order, each at the end the one before gave (its start
-    first), with ``state`` all -1 before the first."""
-    n_stages = prog[1]
-    st = prog[2]
-    if n_stages == 1 and prog[st + 6] >= 0 and (prog[st] & KEEP_MATCHES) != 0 and state[_CACHED_START] < pos:
-        # One split with a DFA (most models): a match here is the piece; only a miss takes the general path
-        r = _dfa_match(data, pos, end, classes, prog, prog[st + 6], prog[st + 7])
+    first), with ``state`` all -1 before the first. A caller in a hot loop first tries
+    ``dfa_match(data, pos, end, classes, prog, prog[2], prog[3])`` where ``prog[2] >= 0`` (one
+    split with a DFA, most models: its match is the piece) and calls this only where that gives
+    none: the call passes five arrays, which costs as much as the scan of a short piece."""
+    if prog[2] >= 0:
+        r = dfa_match(data, pos, end, classes, prog, prog[2], prog[3])
         if r > pos:
             return r
+    return _piece_end_general(data, pos, end, classes, prog, state, stack)
+
+
+@njit(**HELPER)
+def _piece_end_general(data, pos, end, classes, prog, state, stack):
+    """``regex_piece_end`` for sequences of splits, gaps and backtracking."""
+    n_stages = prog[1]
     limit = end
     for k in range(n_stages):
         if pos >= state[k]:

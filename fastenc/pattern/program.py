@@ -3,7 +3,8 @@
 The program is data for one kernel (``fastenc.kernels.pretok_regex``), so every pattern shares
 one compiled scanner. Its layout (all offsets absolute indices into the array):
 
-    [0] PROGRAM_MAGIC   [1] number of stages   [2 + k] offset of stage k
+    [0] PROGRAM_MAGIC   [1] number of stages   [2, 3] the one-DFA shortcut (DFA base or -1, stride)
+    [4 + k] offset of stage k
     stage: [flags, n_branches, sets_base, branches_base, code_base, first_any, dfa_base, dfa_stride]
       flags        KEEP_MATCHES | KEEP_GAPS | EOL_AT_NEWLINE
       sets_base    8 words (256 bits) per set: bit c = class c is in the set
@@ -57,10 +58,13 @@ def compile_stages(stages: list[Stage]) -> SplitProgram:
     classes, bitmaps = sets.classes_and_bitmaps()
     for compiler, code in zip(compilers, stage_codes):
         code.dfa = compiler.dfa(classes, bitmaps)
-    words = [k.PROGRAM_MAGIC, len(stages)] + [0] * len(stages)
+    words = [k.PROGRAM_MAGIC, len(stages), -1, 0] + [0] * len(stages)
     for i, (stage, code) in enumerate(zip(stages, stage_codes)):
-        words[2 + i] = len(words)
+        words[4 + i] = len(words)
         words.extend(code.layout(len(words), bitmaps, stage))
+    first = words[4]
+    if len(stages) == 1 and words[first + 6] >= 0 and stages[0].keep_matches:
+        words[2], words[3] = words[first + 6], words[first + 7]  # the kernel's shortcut: this DFA's match is the piece
     return SplitProgram(np.asarray(words, dtype=np.int32), classes)
 
 
@@ -173,16 +177,17 @@ class _StageCompiler:
     def dfa(self, classes: np.ndarray, bitmaps: np.ndarray):
         """The stage's DFA over the final classes, or None where it needs backtracking."""
         n_classes = int(classes.max()) + 1
-        self.code.dfa_stride = n_classes + 1
+        self.code.dfa_stride = k.DFA_ASCII + n_classes + 1
 
         def in_set(s: int, c: int) -> int:
             return (int(bitmaps[s, c >> 5]) >> (c & 31)) & 1
 
         try:
-            return build_dfa(self.tree, lambda node: self.sets.add(self.member(node)), in_set, n_classes,
-                             self.stage.engine == "hf", int(classes[0x0A]))
+            table = build_dfa(self.tree, lambda node: self.sets.add(self.member(node)), in_set, n_classes,
+                              self.stage.engine == "hf", int(classes[0x0A]))
         except NotRegular:
             return None
+        return _kernel_rows(table, classes, n_classes)
 
     # --- sets ------------------------------------------------------------------------------
     def member(self, node: tuple) -> np.ndarray:
@@ -343,6 +348,20 @@ class _StageCompiler:
         self.code.emit(k.OP_MARK, reg)
         body()
         self.code.emit(k.OP_CUT, reg)
+
+
+def _kernel_rows(table: np.ndarray, classes: np.ndarray, n_classes: int) -> np.ndarray:
+    """The DFA as the kernel reads it: a row per state of ``DFA_ASCII`` entries by byte (ASCII skips
+    the class table), then one per class, then the end of the text; an entry holds the next
+    state's row offset (not its number: no multiply per code point) << 1 | matched."""
+    rows = table.reshape(-1, n_classes + 1).astype(np.int64)
+    stride = k.DFA_ASCII + n_classes + 1
+    nxt = (rows >> 1) * stride << 1 | (rows & 1)
+    ascii_part = nxt[:, classes[: k.DFA_ASCII].astype(np.int64)]
+    out = np.concatenate([ascii_part, nxt], axis=1).reshape(-1)
+    if out.max(initial=0) > np.iinfo(np.int32).max:
+        raise NotRegular("a DFA too large for its table")
+    return out.astype(np.int32)
 
 
 def _single(cp: int) -> np.ndarray:

@@ -129,11 +129,9 @@ def _normalize(name: str, engine: str) -> tuple[str, bool]:
     return f"{short}={_loose(value, engine)}", negated
 
 
-def _unknown(what: str, engine: str, kind: str) -> VocabError:
-    supported = {"name": "General_Category values and script names (and for tiktoken gc=, sc=, scx=)",
-                 "escape": "s, d, w",}[kind]
-    return VocabError(f"\\p{{{what}}} is not supported for the {engine} regex engine (fastenc probes "
-                      f"{supported}); rewrite the pattern without it")
+def _unknown(shown: str, engine: str, supported: str) -> VocabError:
+    return VocabError(f"{shown} is not supported for the {engine} regex engine (fastenc probes {supported}); "
+                      "rewrite the pattern without it")
 
 
 def property_set(name: str, engine: str) -> np.ndarray:
@@ -144,7 +142,8 @@ def property_set(name: str, engine: str) -> np.ndarray:
     key, negated = _normalize(name, engine)
     index = _tables()[3]["names"][engine].get(key)
     if index is None:
-        raise _unknown(name, engine, "name")
+        raise _unknown(f"\\p{{{name}}}", engine, "General_Category values and script names, and for tiktoken "
+                       "gc=, sc=, scx=")
     table = _set(index)
     return _negated(index) if negated else table
 
@@ -163,7 +162,7 @@ def escape_set(letter: str, engine: str) -> np.ndarray:
     _check_engine(engine)
     index = _tables()[3]["escapes"][engine].get(letter)
     if index is None:
-        raise _unknown("\\" + letter, engine, "escape")
+        raise _unknown(f"\\{letter}", engine, "the escapes \\s \\d \\w")
     return _set(index)
 
 

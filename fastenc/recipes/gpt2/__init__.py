@@ -215,7 +215,7 @@ def plan_gpt2(inputs, out_dir, *, column=None, buckets=None, part_tokens: int = 
     ``fastenc.datatrove`` steps share it, so that they agree on the request)."""
     _check_options(part_tokens, decode_every, batch_bytes, workers)
     kept = parse_buckets(buckets)
-    enc, fmt = _load_encoding(encoding, pattern)
+    enc, fmt = load_encoding(encoding, pattern)
     _ENCODINGS[(fmt.tokenizer, pattern)] = (enc, fmt)  # loaded once per process
     if fmt.tokenizer != TOKENIZER and count_column == DEFAULT_COUNT_COLUMN:
         count_column = None  # gpt2_tokens counts GPT-2 tokens: it cannot check another encoding
@@ -229,7 +229,7 @@ def plan_gpt2(inputs, out_dir, *, column=None, buckets=None, part_tokens: int = 
                 count_column)
 
 
-def _load_encoding(encoding: str, pattern: str | None):
+def load_encoding(encoding: str, pattern: str | None):
     """(Encoder, TokenFormat) for ``--encoding``: a built-in name, or a file path (made absolute,
     so that ``verify`` finds it from anywhere)."""
     import fastenc
@@ -320,7 +320,7 @@ def map_unit(job: _Job, i: int) -> dict:
     """Encode input file ``i`` into its spill (``fastenc.run.units``); returns its tally and samples."""
     key = (job.encoding, job.pattern)
     if key not in _ENCODINGS:
-        _ENCODINGS[key] = _load_encoding(job.encoding, job.pattern)
+        _ENCODINGS[key] = load_encoding(job.encoding, job.pattern)
     enc, fmt = _ENCODINGS[key]
     return run_unit(WorkDir(job.out, job.request), i, lambda stage: _encode_file(job, i, enc, fmt, stage))
 

@@ -352,7 +352,7 @@ def encode_shards(paths, out_dir: str | os.PathLike, *, workers: int = 1, thread
     for path in paths:  # every file's shard index is checked before any is encoded
         if shard is not None or options.get("shard_check", True) or shard_from_name(path) is not None:
             _check_shard_args(path, shard, options.get("num_shards", DEFAULT_NUM_SHARDS), options.get("chunk_urls", DEFAULT_CHUNK_URLS))
-    task = functools.partial(_encode_unit, [os.fspath(p) for p in paths], os.fspath(out_dir), shard, options,
+    task = functools.partial(encode_unit, [os.fspath(p) for p in paths], os.fspath(out_dir), shard, options,
                              quiet or workers > 1)
     if workers == 1 or len(paths) == 1:
         return [task(i, threads=threads) for i in range(len(paths))]
@@ -394,7 +394,7 @@ def shards_missing(paths, out_dir: str | os.PathLike, *, indices=None, shard: in
     return missing
 
 
-def _encode_unit(paths: list, out_dir: str, shard, options: dict, quiet: bool, i: int, threads: int | None = None) -> dict:
+def encode_unit(paths: list, out_dir: str, shard, options: dict, quiet: bool, i: int, threads: int | None = None) -> dict:
     """One shard (a map unit): ``encode_shard`` of ``paths[i]``; the sidecar it wrote or found."""
     return encode_shard(paths[i], out_dir, shard=shard, threads=threads, quiet=quiet, **options)
 

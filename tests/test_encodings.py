@@ -599,7 +599,7 @@ def _long_piece_texts(rng, n_texts: int) -> list[str]:
 def test_long_and_near_duplicate_pieces_match_tiktoken(name, oracle, tiktoken_gpt2):
     """Fresh caches each round (a first pass, then warm passes at 1 and 2 threads) over texts of long
     pieces that recur, exact or one character off: the memo's bytes check and the long cache under
-    real hits. (Ad hoc, 270,000 such texts per encoding passed on 2026-12-05; CI runs 3,600 per
+    real hits. (An ad hoc run of 270,000 such texts per encoding passed; the suite runs 3,600 per
     encoding, a new seed each run, printed on failure.)"""
     import random
 

@@ -34,7 +34,7 @@ def lean_cache_loads() -> None:
 
     Numba's ``Cache.load_overload`` calls ``target_context.refresh()`` before every load, which
     imports and registers Numba's typing and lowering registries (``numba.cpython.*``,
-    ``numba.np.linalg``, typed containers, ...): ~0.55 s of a warm CLI run on the AMD EPYC VM,
+    ``numba.np.linalg``, typed containers, ...): ~0.55 s of a warm CLI run,
     a third of it, for nothing a loaded kernel uses. Rebuilding a cached kernel needs only
     Numba's runtime (NRT) in place: its machine code is linked, not lowered again. Numba's
     own compile path (``compile_extra``) refreshes the contexts itself, so a kernel that misses

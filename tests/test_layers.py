@@ -41,8 +41,6 @@ ALLOWED_UPWARD = {
 ALLOWED_PRIVATE = {
     # The URL card quotes ``canonical``'s source and its helper's, by name: a new name changes the card.
     ("fastenc.card.urls", "fastenc.url_canonical", "_is_dotted_quad"),
-    # The pair table's slot hash, shared by the merge.
-    ("fastenc.kernels.bpe", "fastenc.kernels.tables", "_mix_slot"),
     # The wide piece cache and memo reuse the narrow ones' slot layout.
     ("fastenc.kernels.piece_cache_wide", "fastenc.kernels.piece_cache", "_LEN_SHIFT"),
     ("fastenc.kernels.piece_cache_wide", "fastenc.kernels.piece_cache", "_ONES"),

@@ -21,6 +21,9 @@ from fastenc.unicode_classes import (
     o200k_class_table,
 )
 
+# Slow: every code point of Unicode, in context, against tiktoken for three encodings.
+pytestmark = pytest.mark.slow
+
 PER_TEXT = 2048  # code points a text; it divides 0xD800, so no text straddles the surrogates
 
 

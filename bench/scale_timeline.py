@@ -127,7 +127,7 @@ def instrument(recipe: str) -> None:
     if recipe == "urls":
         import fastenc.recipes.urls as urls
 
-        _Timed(urls, "_encode_unit", "unit", _sixth)
+        _Timed(urls, "encode_unit", "unit", _sixth)
         real_summary = urls._print_summary
 
         def stages(job, run, meta, nulls):  # called (quiet or not) at the end of each shard

@@ -59,8 +59,8 @@ DEFAULT_BATCH_BYTES = 64 << 20
 # Streaming reads go through a buffer of this size: pyarrow's default (``pre_buffer=True``) reads
 # a row group's whole column chunk first, which for a file written as one big row group (pandas and
 # pq.write_table do that up to 1 M rows) is the whole compressed column in memory at once. A
-# 190 MB-text file, 8 MB batches: pyarrow's peak 164 -> 67 MB, and the first file of a new process
-# (fresh memory, which a VM backs slowly) 3.2-3.5 -> 2.7-3.0 s; a warm read the same (bench/RESULTS.md, session 36).
+# 190 MB-text file, 8 MB batches: pyarrow's peak 164 -> 67 MB, and a new process's first file is faster
+# (fresh memory, which a VM backs slowly); bench/RESULTS.md, "Streaming reads no longer pre-buffer a row group's column chunk".
 READ_BUFFER_BYTES = 1 << 20
 # iter_column_chunks streams a file with a row group bigger than this (``_row_groups`` says why; the
 # read-ahead holds up to four row groups, so at most ~0.5 GB of column, plus their compressed pages)
@@ -474,11 +474,9 @@ def _row_groups(path: Path, pf: pq.ParquetFile, column: str, max_rows: int | Non
     Row groups of up to ``STREAM_ROW_GROUP_BYTES`` (uncompressed) are decoded whole, two at a time
     (``_read_ahead``). A file with a bigger one is streamed instead, in batches of ``max_rows``
     (``STREAM_BATCH_ROWS`` when None), one thread decoding ahead: the read-ahead would hold up to
-    four whole row groups, compressed and decoded, at once. 8.27 M URLs in one row group (561 MB),
-    2 threads: 8.0-9.1 s and peak RSS 1.9 GB -> 5.8-6.3 s and 1.0 GB (pyarrow's share 740 -> 54 MB;
-    bench/RESULTS.md, session 36). Smaller row groups stay whole, decoded in parallel: the same URLs
-    in groups of 1 M (70 MB) took 5.6-6.2 s read ahead, 6.1-6.4 s streamed (1.3 against 1.06 GB);
-    1 M URLs in groups of 100 k, read alone, 0.06-0.07 s against 0.17 s streamed."""
+    four whole row groups, compressed and decoded, at once: streaming halves the peak memory of a
+    561 MB row group (bench/RESULTS.md, "A URL file with a row group over 128 MB is streamed"). Smaller
+    row groups stay whole, decoded in parallel, which reads them faster than streaming would."""
     md = pf.metadata
     leaf = _leaf_index(pf, column)
     biggest = max((md.row_group(rg).column(leaf).total_uncompressed_size for rg in range(md.num_row_groups)), default=0)

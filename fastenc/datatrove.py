@@ -60,12 +60,12 @@ class _Units:
     def run_ranks(self, rank: int, world_size: int, step: PipelineStep) -> None:
         """Map the units of this rank whose output does not verify yet."""
         if self.recipe == "urls":
-            from fastenc.recipes.urls import _encode_unit, shards_missing
+            from fastenc.recipes.urls import encode_unit, shards_missing
 
             opts = _without(self.options, "quiet", "threads", "shard")
             mine = range(rank, len(self.inputs), world_size)
             for i in shards_missing(self.inputs, self.output, indices=mine, **opts):
-                _encode_unit(self.inputs, self.output, None, opts, True, i, threads=self.options.get("threads"))
+                encode_unit(self.inputs, self.output, None, opts, True, i, threads=self.options.get("threads"))
                 step.stat_update("units_mapped")
             return
         from fastenc.run.units import WorkDir

@@ -72,9 +72,9 @@ def _zeroed_cache_memory(shape: tuple) -> np.ndarray:
     Private to the process, also in a forked ``--workers`` process (which allocates its own at its
     first call): caches shared between processes must be a ``MAP_SHARED`` mapping, which Linux backs
     with 4 kB pages unless ``shmem_enabled`` says otherwise (``never`` by default), and a lookup
-    then misses the TLB. Measured on 2 workers (bench/RESULTS.md, session 28): warm GPT-2 units
-    took 8-15% more CPU in one shared set than in a set each; the first units did not gain (both
-    workers' first units are cold at once either way)."""
+    then misses the TLB. Measured on 2 workers (bench/RESULTS.md, "Forked workers fill piece caches
+    of their own"): warm GPT-2 units took 8-15% more CPU in one shared set than in a set each; the
+    first units did not gain (both workers' first units are cold at once either way)."""
     from fastenc.memory import huge_array
 
     return huge_array(shape, np.uint64)
@@ -271,7 +271,7 @@ class Encoder:
         thread, each merged every piece that the halves of a batch have in common (+21% merges on
         docs.parquet at 2 threads; N threads, N times) and zeroed its own 100 MB of cache pages on
         first touch (~0.7 GB/s on these VMs). With one set, a 2-thread o200k first pass over
-        docs.parquet took 0.62-0.65 s where it took 0.80-0.88 (bench/RESULTS.md, session 24)."""
+        docs.parquet took a quarter less time (bench/RESULTS.md, "What changed (9c3cb18)")."""
         own = one_task(caches, task)
         set_caches_shared(own.memo, shared)
         if shared:

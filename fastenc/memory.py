@@ -11,9 +11,8 @@ small pages where memory is written once in order.
   its compaction 0.5 s), written front to back once, where huge pages save few TLB misses and cost
   more to fault in: NumPy asks for huge pages for every array
   of 4 MB or more, and on the KVM machines here a huge page's first touch often waits on the host
-  (2T o200k first pass over docs.parquet, fresh processes alternating: sys 0.30-0.71 s with the
-  output on huge pages, 0.08-0.21 s on 4 kB pages; wall 0.87-1.09 -> 0.74-0.82 s; bench/RESULTS.md,
-  "Session 22").
+  (a 2-thread o200k first pass spent a fraction of the system time with its output on 4 kB pages;
+  bench/RESULTS.md, "What landed: the id output buffers on 4 kB pages").
 
 Either way memory is only backed once written: ``huge_array``'s anonymous mappings start zeroed,
 ``small_page_empty`` is ``np.empty`` (uninitialized).
@@ -88,11 +87,10 @@ class OutputPool:
     buffer's head as the result (a view). Fresh memory is slow to fill: the kernel zeroes every 4 kB
     page at its first write (5% of a warm GPT-2 batch over 97 MB here), and when two threads fault
     pages in at once they queue on the process's page tables (a 2-thread warm batch took 1.1-1.7x
-    longer than with a reused buffer, bench/RESULTS.md, session 7). So buffers of at least
+    longer than with a reused buffer). So buffers of at least
     ``min_bytes`` are pooled: ``buffer()`` hands out a pooled one that is big enough and that no
     result refers to any more (its only references are the pool's), else a new one (a quarter
-    larger than asked: the unseen-text 2-thread pass of bench_gpt2 ran 1.4x faster once the odd
-    documents' slightly larger batch found the even ones' buffer), which joins the
+    larger than asked, so that the next batch of about the same size finds it), which joins the
     pool while it has fewer than ``keep`` (buffers over ``max_bytes`` never do: a one-off giant batch
     should not pin its memory). A result keeps its buffer busy for as long as it, or any view of it,
     lives, so results never share memory. Smaller outputs are plain ``np.empty`` arrays, trimmed

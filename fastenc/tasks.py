@@ -3,9 +3,8 @@ argument (``read_only``).
 
 Why not ``@njit(parallel=True)`` with ``prange(n_tasks)``: every such kernel is compiled twice
 over (the loop body becomes a separate "gufunc" that links and re-optimizes the whole call tree
-again), which measured ~10 s of extra first-run compile per big kernel on 2 cores (bench/
-RESULTS.md, "Start-up"). The task loops here are coarse (one byte-balanced run of the batch per
-thread), so plain threads calling a ``nogil`` kernel run them just as fast, and the kernels are
+again), which costs each big kernel seconds of extra first-run compile. The task loops here are
+coarse (one byte-balanced run of the batch per thread), so plain threads calling a ``nogil`` kernel run them just as fast, and the kernels are
 compiled once. The result never depends on the number of tasks.
 
 Also here, for work that is not a kernel: ``each_on_threads``, independent file I/O (a recipe's
@@ -148,7 +147,7 @@ def _call(fn, item) -> Exception | None:
 def read_only(data):
     """A read-only view of ``data``. Numba compiles a kernel once per distinct argument type, and
     read-only is a type of its own: Arrow buffers are read-only, so the kernels' byte inputs are
-    always handed over read-only, and one compile serves every caller (bench/RESULTS.md)."""
+    always handed over read-only, and one compile serves every caller."""
     view = data.view()
     view.flags.writeable = False
     return view

@@ -37,14 +37,9 @@ from pathlib import Path
 from fastenc.errors import InputError
 from fastenc.tasks import usable_cpus
 
-# CPU seconds to compile each family from an empty cache, measured on a 2-core AMD EPYC
-# (bench/RESULTS.md, "Start-up"); only used for the "~N s" of the notice. "encoder" re-measured after
-# the hot callees were inlined into encode_text (16 -> 42 s); urls and gpt2 raised by the same 26 s.
-# Session 4's block loop and 64-byte pre-tokenizer: encode_text 42 -> ~52 s (urls, gpt2 by the same 10 s).
-# Session 5: GPT-2/URL runs no longer compile the cl100k/o200k loop (cold walls: quick start 54 -> 34 s,
-# gpt2 45 -> 34 s, encode 49 -> 23 s); "wide" is that loop alone.
-# Session 10 (2-core Intel Xeon VM, CPU s of cold runs): small kernels inlined by LLVM instead of Numba,
-# a URL-only loop: quick start 28.7 -> 18.3, gpt2 24.8 -> 12.1, encode 18.1 -> 12.6, encode -t cl100k 18.6.
+# CPU seconds to compile each family from an empty cache on 2 cores, only used for the "~N s" of the
+# notice; re-measure with bench/bench_startup.py when a kernel change moves them (bench/RESULTS.md,
+# "Start-up"). "wide" is the cl100k/o200k loop alone, which GPT-2 and URL runs do not compile.
 ESTIMATED_SECONDS = {"encoder": 16, "urls": 18, "gpt2": 16, "bytes": 2, "wide": 27}
 
 WIDE_BUILTINS = ("cl100k_base", "o200k_base")  # ids above 65,535: the "wide" family

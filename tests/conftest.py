@@ -13,8 +13,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Hypothesis profiles. "default": each property test runs a bounded share of its examples
+# (tests/budget.py), so that README's test command stays short. "ci": every example, for the slow
+# run of .ci/run (`--hypothesis-profile=ci`). Registered here, before any test module is imported.
+settings.register_profile("ci", settings.get_profile("default"))
 # FASTENC_SHARED_DATA points elsewhere (a worktree whose parent has no shared/ folder).
 SHARED_DATA = Path(os.environ.get("FASTENC_SHARED_DATA") or REPO.parent / "shared" / "data")
 GPT2_TOKENIZER_JSON = REPO / "vocab" / "gpt2" / "tokenizer.json"
@@ -109,6 +115,15 @@ def pytest_sessionstart(session):
             f"CI is set but the shared corpora are missing at {SHARED_DATA}: the parity tests would be "
             "skipped. Lay ../shared beside the checkout (or unset CI for a local run without it)."
         )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Every property test (hypothesis ``@given``) is also marked ``fuzz``, before ``-m`` selects: the
+    slow run (``-m "slow or fuzz" --hypothesis-profile=ci``) runs them again with their full budget."""
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.fuzz)
 
 
 def pytest_configure(config):

@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from budget import examples
 
 from fastenc.arrow_io import (
     StringBatch,
@@ -23,7 +24,13 @@ from fastenc.errors import InputError
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 DOCS = SHARED / "text" / "docs.parquet"
-needs_shared = pytest.mark.skipif(not DOCS.exists(), reason="shared corpus ../shared/data not present (fresh clone)")
+_skip_without_shared = pytest.mark.skipif(not DOCS.exists(), reason="shared corpus ../shared/data not present (fresh clone)")
+
+
+def needs_shared(test):
+    """A test over the full shared corpus: slow (README's test command leaves it out, .ci/run runs it),
+    and skipped in a clone without ../shared/data."""
+    return pytest.mark.slow(_skip_without_shared(test))
 
 
 def _docs(batches) -> list[bytes]:
@@ -80,7 +87,7 @@ def test_resolve_errors(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     values=st.lists(st.text(max_size=12), max_size=30),
     lo=st.integers(0, 30),
@@ -236,7 +243,7 @@ def _values_and_rows(chunks) -> tuple[list, list, int, int]:
     return values, rows, nulls, num_rows
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.one_of(st.none(), st.text(max_size=6)), max_size=40), st.integers(1, 40), st.integers(1, 6))
 def test_column_chunks_in_slices_are_the_same_rows(tmp_path_factory, values, row_group, max_rows):
     # the URL pass hands out long row groups in slices: the same values, file rows and counts
@@ -249,7 +256,7 @@ def test_column_chunks_in_slices_are_the_same_rows(tmp_path_factory, values, row
     assert whole == ([v for v, _ in kept], [i for _, i in kept], values.count(None), len(values))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.one_of(st.none(), st.text(max_size=6)), max_size=40), st.integers(1, 40), st.integers(1, 6),
        st.integers(1, 7))
 def test_column_chunks_streamed_are_the_same_rows(tmp_path_factory, values, row_group, max_rows, batch_rows):

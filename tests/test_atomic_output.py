@@ -142,6 +142,7 @@ def assert_complete_or_absent(out: Path, want: dict, base: dict) -> None:
     assert have in (base, want), sorted(set(have) ^ set(want))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(RECIPES))
 def test_a_fault_at_any_step_publishes_nothing_and_a_rerun_finishes(name, reference, tmp_path):
     want, steps, base = reference[name]
@@ -280,6 +281,7 @@ with faults.inject(faults.FailAt(n, lambda: os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(RECIPES))
 def test_kill_9_anywhere_then_a_plain_rerun_finishes(name, reference, tmp_path):
     """A killed process cannot clean up: its staging folder (and a shared OUT's rebuilt copy, or

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from budget import examples
 
 from fastenc.kernels.bpe import HEAP_THRESHOLD, bpe_piece, merge_long_piece, merge_short_piece
 from reference import bpe_ref
@@ -58,7 +59,7 @@ PIECES = st.one_of(
 )
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(piece=PIECES)
 def test_both_rules_match_reference(piece, tiktoken_rule, hf_rule, gpt2_tables):
     token_ids, merges = gpt2_tables
@@ -75,7 +76,7 @@ def test_both_rules_match_reference(piece, tiktoken_rule, hf_rule, gpt2_tables):
     assert _kernel(hf_rule, piece, merge_short_piece) == [token_ids[p] for p in hf_parts]
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(piece=PIECES)
 def test_heap_merge_matches_reference(piece, tiktoken_rule, hf_rule, gpt2_tables):
     # merge_long_piece is the merge loop alone (its caller does the whole-piece lookup), so it

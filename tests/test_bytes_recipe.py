@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from budget import examples
 
 from fastenc.errors import InputError
 from fastenc.kernels.bytes_pack import count_high_bytes, pack_documents
@@ -25,7 +26,13 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 DOCS = SHARED / "text" / "docs.parquet"
 FIXTURE = REPO / "tests" / "data" / "bytes_docs.parquet"
-needs_shared = pytest.mark.skipif(not DOCS.exists(), reason="shared corpus ../shared/data not present (fresh clone)")
+_skip_without_shared = pytest.mark.skipif(not DOCS.exists(), reason="shared corpus ../shared/data not present (fresh clone)")
+
+
+def needs_shared(test):
+    """A test over the full shared corpus: slow (README's test command leaves it out, .ci/run runs it),
+    and skipped in a clone without ../shared/data."""
+    return pytest.mark.slow(_skip_without_shared(test))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -192,7 +199,7 @@ def test_bytes_254_255_are_stripped_and_counted(tmp_path):
     assert meta["stripped_bytes"] == 5
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     docs=st.lists(st.binary(max_size=40), max_size=60),
     shard_bytes=st.integers(1, 120),
@@ -417,7 +424,7 @@ def test_verify_unknown_directory(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(docs=st.lists(st.binary(max_size=30), max_size=20), strip=st.booleans())
 def test_pack_kernel_against_reference(docs, strip):
     data = np.frombuffer(b"".join(docs), np.uint8)

@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from budget import examples
 
 from fastenc.arrow_io import arrow_to_flat
 from fastenc.url_canonical import canonical, canonical_bytes
@@ -180,7 +181,7 @@ structured = st.tuples(
 url_ish = st.one_of(structured, free_form)
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(url_ish)
 def test_fuzz_urlish(url):
     check_all(url, involution=False)
@@ -202,7 +203,7 @@ def test_where_the_card_function_is_not_an_involution():
         assert canonical_ref(once) != url and not involution_expected(url)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(
     st.tuples(
         st.sampled_from([b"http://", b"https://", b""]),

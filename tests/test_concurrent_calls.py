@@ -142,7 +142,7 @@ def test_a_lone_caller_gets_slot_zero_and_its_warm_caches():
 def test_cleared_caches_start_cold_and_stay_exact(name, docs_fixture, tiktoken_gpt2):
     """``clear_caches`` drops the caches and every record of them (initialized memos, seeded slots):
     the next call allocates new ones and initializes their memos (a memo left uninitialized made
-    the kernel read past its arena: session 36's benches crashed), on one thread and on several,
+    the kernel read past its arena: benches that dropped the caches crashed), on one thread and on several,
     while another thread's call waits for it or it for that call."""
     enc = _fresh(name)
     texts = docs_fixture.column("text").to_pylist()

@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from budget import examples
 from numba import njit, types
 
 import fastenc
@@ -36,6 +37,7 @@ def _mismatches(enc, texts_column, tiktoken_gpt2):
     return [i for i, ref in enumerate(reference) if ids[offsets[i] : offsets[i + 1]].tolist() != ref], ids, offsets
 
 
+@pytest.mark.slow
 def test_every_shared_document_matches_tiktoken(gpt2, shared_docs, tiktoken_gpt2):
     bad, ids, offsets = _mismatches(gpt2, shared_docs.column("text"), tiktoken_gpt2)
     assert bad == [], f"{len(bad)} documents differ from tiktoken, first ids: {[shared_docs['id'][i] for i in bad[:5]]}"
@@ -128,7 +130,7 @@ PIECES = st.one_of(
 )
 
 
-@settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(10_000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(parts=st.lists(PIECES, max_size=8))
 def test_fuzz_against_tiktoken(gpt2, tiktoken_gpt2, parts):
     text = "".join(parts)
@@ -149,6 +151,7 @@ def _users_own_loop(data, offsets, vocab, classes, caches, out):
     return pos, counts
 
 
+@pytest.mark.slow
 def test_users_njit_code_can_call_the_kernel(gpt2, docs_fixture):
     from fastenc.arrow_io import arrow_to_flat
 
@@ -159,6 +162,7 @@ def test_users_njit_code_can_call_the_kernel(gpt2, docs_fixture):
     assert np.array_equal(out[:n], ids) and np.array_equal(counts, np.diff(id_offsets))
 
 
+@pytest.mark.slow
 def test_users_njit_code_may_write_ids_into_any_integer_array(gpt2, docs_fixture):
     # The hot path writes a hit's ids as one 8-place store (loads.store_ids8): two 8-byte stores for
     # a uint16 out, element by element for any other; the ids must not depend on which. One other
@@ -175,6 +179,7 @@ def test_users_njit_code_may_write_ids_into_any_integer_array(gpt2, docs_fixture
     assert np.array_equal(out[:n], ids) and np.array_equal(counts, np.diff(id_offsets))
 
 
+@pytest.mark.slow
 def test_the_loops_are_compiled_for_read_only_data_and_int64_positions_only(gpt2):
     # encode_with retypes its input (readonly.as_readonly, int64 positions) before the loops: a
     # user's writable array or int32 offsets must not compile them again (a minute or two each).

@@ -22,6 +22,7 @@ import pytest
 import tiktoken  # the oracle, in the test extra: a parity file must never skip for want of it
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from budget import examples
 from numba import njit
 
 import fastenc
@@ -170,7 +171,19 @@ ADVERSARIAL = [
 ]
 
 
-@pytest.mark.parametrize("text", ADVERSARIAL, ids=lambda t: repr(t[:6]) + f"..{len(t)}")
+# The fast suite runs each pattern at SHORT characters; the full lengths (up to a megabyte: minutes of
+# tiktoken's merge for a single piece) are slow.
+SHORT = 20_000
+
+
+def _adversarial_cases():
+    def case(t, *marks):
+        return pytest.param(t, marks=marks, id=repr(t[:6]) + f"..{len(t)}")
+    return ([case(t) for t in ADVERSARIAL if len(t) <= SHORT] + [case(t[:SHORT]) for t in ADVERSARIAL if len(t) > SHORT]
+            + [case(t, pytest.mark.slow) for t in ADVERSARIAL if len(t) > SHORT])
+
+
+@pytest.mark.parametrize("text", _adversarial_cases())
 def test_adversarial_inputs_match_tiktoken(pair, text):
     enc, ref = pair
     ids = enc.encode(text)
@@ -228,11 +241,11 @@ TRAPS = st.one_of(
 )
 
 
-@settings(max_examples=500, deadline=None, derandomize=False,
+@settings(max_examples=examples(500), deadline=None, derandomize=False,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(texts=st.lists(st.lists(TRAPS, max_size=10).map("".join), min_size=20, max_size=20))
 def test_fuzz_against_tiktoken(oracle, texts):
-    # 500 examples x 20 texts = 10,000 cases per encoding per run, checked in batches (fast).
+    # 500 examples x 20 texts = 10,000 cases per encoding under the ci profile (tests/budget.py), in batches.
     for name in NAMES:
         enc, ref = fastenc.load(name), oracle[name]
         ids, offsets = enc.encode_batch(texts)
@@ -533,7 +546,7 @@ CJK_WORDS = ["中文", "日本語", "テキスト", "한국어", "ภาษา�
              "東京都", "株式会社", "です", "ます", "한국", "ที่", "\u0301"]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(texts=st.lists(st.lists(st.one_of(st.sampled_from(CJK_WORDS),
                                          st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF),
                                          st.characters(min_codepoint=0x3040, max_codepoint=0x30FF),
@@ -599,7 +612,7 @@ def _long_piece_texts(rng, n_texts: int) -> list[str]:
 def test_long_and_near_duplicate_pieces_match_tiktoken(name, oracle, tiktoken_gpt2):
     """Fresh caches each round (a first pass, then warm passes at 1 and 2 threads) over texts of long
     pieces that recur, exact or one character off: the memo's bytes check and the long cache under
-    real hits. (Ad hoc, 270,000 such texts per encoding passed on 2026-12-05; CI runs 3,600 per
+    real hits. (An ad hoc run of 270,000 such texts per encoding passed; the suite runs 3,600 per
     encoding, a new seed each run, printed on failure.)"""
     import random
 

@@ -21,6 +21,9 @@ from fastenc.unicode_classes import (
     o200k_class_table,
 )
 
+# Slow: every code point of Unicode, in context, against tiktoken for three encodings.
+pytestmark = pytest.mark.slow
+
 PER_TEXT = 2048  # code points a text; it divides 0xD800, so no text straddles the surrogates
 
 
@@ -66,7 +69,7 @@ def test_every_code_point_in_context_matches_tiktoken(name, oracle, tiktoken_gpt
     here only where a token spans the boundary it moves: 5 of 6 planted class errors failed this
     test, a lower-case Cyrillic letter made upper-case did not. The class tables themselves are
     checked code point by code point: test_o200k_class_table_equals_tiktoken_on_every_code_point,
-    test_pretok_gpt2.) An ad hoc sweep in 14 separate contexts found no difference on 2026-12-06."""
+    test_pretok_gpt2.) An ad hoc sweep in 14 separate contexts found no difference."""
     ref = tiktoken_gpt2 if name == "gpt2" else oracle[name]
     bad, _ = _bad_docs(fastenc.load(name), ref, every_code_point_texts())
     if bad:

@@ -69,6 +69,7 @@ def test_the_recipes_fork_their_workers(recipe, tmp_path, docs_fixture):
     assert result["methods"] == ["fork"], result
 
 
+@pytest.mark.slow
 def test_a_first_run_compiles_in_a_child_and_still_forks(tmp_path, docs_fixture):
     """With an empty kernel cache the run compiles first (fastenc.warmup.compile_ahead): in a process
     of its own, so that the run's process has no thread pools and forks its workers.

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from budget import examples
 
 from fastenc.cli import main as cli_main
 from fastenc.errors import InputError, VerificationError
@@ -26,7 +27,13 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 DOCS = SHARED / "text" / "docs.parquet"
 FIXTURE = REPO / "tests" / "data" / "docs_fixture.parquet"
-needs_shared = pytest.mark.skipif(not DOCS.exists(), reason="shared corpus ../shared/data not present (fresh clone)")
+_skip_without_shared = pytest.mark.skipif(not DOCS.exists(), reason="shared corpus ../shared/data not present (fresh clone)")
+
+
+def needs_shared(test):
+    """A test over the full shared corpus: slow (README's test command leaves it out, .ci/run runs it),
+    and skipped in a clone without ../shared/data."""
+    return pytest.mark.slow(_skip_without_shared(test))
 
 # the card's bucket names and half-open ranges, spelled out independently of the implementation
 RANGES = [(1, 4096), (4096, 8192), (8192, 16384), (16384, 32768), (32768, 65536), (65536, 131072), (131072, 1 << 62)]
@@ -355,7 +362,7 @@ def _doc_strategy():
     return st.one_of(st.text(max_size=12), st.integers(0, 40).map(a_doc), edge.map(a_doc))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(
     texts=st.lists(_doc_strategy(), max_size=14),
     part_tokens=st.integers(1, 20_000),

@@ -82,6 +82,7 @@ print(json.dumps({"hashes": [int(hash_of(np.uint64(a), np.uint64(b))) for a, b i
 """
 
 
+@pytest.mark.slow
 def test_portable_path_encodes_exactly(tmp_path, docs_fixture, tiktoken_gpt2):
     env = dict(os.environ, FASTENC_PORTABLE_HASH="1", NUMBA_CACHE_DIR=str(tmp_path / "numba"))
     result = subprocess.run([sys.executable, "-c", _PORTABLE_RUN, str(DOCS_FIXTURE), json.dumps(WORDS)],

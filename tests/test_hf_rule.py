@@ -7,6 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from budget import examples
 
 import fastenc
 from fastenc.vocab import builtin_tokenizer_dir
@@ -45,7 +46,7 @@ def test_gpt2_file_under_the_hf_rule_matches_hf(tmp_path, ignore_merges, docs_fi
     assert [ids[offsets[i] : offsets[i + 1]].tolist() for i in range(len(texts))] == [r.ids for r in reference]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(text=st.text(alphabet=st.sampled_from(list("ab.-/:%?=&_~ \u00e9\u4e2d0123456789httpswww")), max_size=60))
 def test_fuzz_url_vocabulary_with_ignore_merges(tmp_path_factory, text):
     ours, hf = _pair(tmp_path_factory.mktemp("v"), "urls", True)

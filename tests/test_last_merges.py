@@ -11,9 +11,11 @@ from __future__ import annotations
 import base64
 
 import numpy as np
+import pytest
 import tiktoken
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from budget import examples
 from reference import last_merge_ref
 from test_encodings import _from_committed_files
 
@@ -40,7 +42,7 @@ tokens_st = st.lists(st.text(alphabet="abcd", min_size=2, max_size=7).map(str.en
 texts_st = st.lists(st.text(alphabet="abcd", min_size=1, max_size=90), min_size=1, max_size=25)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tokens=tokens_st, texts=texts_st)
 def test_random_vocabularies_match_tiktoken(tmp_path, tokens, texts):
     # Pieces of 1..90 bytes: the short merge, the heap merge, the caches and the long-piece cuts.
@@ -71,6 +73,7 @@ def test_the_table_holds_each_tokens_last_merge_and_nothing_else(tmp_path):
         assert enc.encode(text) == ref.encode_ordinary(text), text
 
 
+@pytest.mark.slow
 def test_each_token_of_the_builtin_encodings_has_its_last_merge():
     # Against a plain-Python run of each token's own bytes (reference.last_merge_ref), for every
     # token of cl100k_base and o200k_base: its last merge is in the table and names it; a token

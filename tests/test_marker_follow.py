@@ -9,11 +9,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from budget import examples
 from numba import njit
 
 import fastenc
 from fastenc.kernels.encode import encode_text
 from fastenc.kernels.piece_cache import TINY_MAX_BYTES, new_piece_caches
+
+# Slow: its own njit loop over encode_text compiles the whole GPT-2 loop again (minutes on 2 cores).
+pytestmark = pytest.mark.slow
 
 # Pieces by where their ids live (GPT-2; checked against tiktoken below, so a changed vocabulary
 # cannot silently empty a group):
@@ -68,7 +72,7 @@ def test_markers_cold_and_warm_match_tiktoken(gpt2, tiktoken_gpt2, layout):
         assert got == expected
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.sampled_from(_TINY_MARKER + _TINY_TO_LONG + _SHORT_MARKER + _PLAIN), min_size=1, max_size=40),
        st.sampled_from(sorted(_LAYOUTS)))
 def test_fuzz_markers_cold_and_warm(gpt2, tiktoken_gpt2, parts, layout):

@@ -11,11 +11,15 @@ import pytest
 import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from budget import examples
 
 import fastenc
 from fastenc.kernels.piece_cache import TINY_MAX_BYTES, new_piece_caches
 from test_encodings import _from_committed_files
 from test_marker_follow import _encode_all  # (encode_text over each document, one njit loop)
+
+# Slow: its own njit loop compiles the whole wide loop again, per cache layout type (minutes on 2 cores).
+pytestmark = pytest.mark.slow
 
 # Pieces by where their ids live in cl100k_base (checked against tiktoken below, so a changed
 # vocabulary cannot silently empty a group); o200k_base runs the same words, whatever their groups.
@@ -78,7 +82,7 @@ def test_markers_cold_and_warm_match_tiktoken(encodings, name, layout):
         assert got == expected
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=40), st.sampled_from(sorted(_LAYOUTS)), st.sampled_from(_NAMES))
 def test_fuzz_markers_cold_and_warm(encodings, parts, layout, name):
     enc, ref = encodings[name]

@@ -76,7 +76,7 @@ def _vm_flags(array) -> set:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise advice and /proc/self/smaps are Linux's")
 def test_output_buffers_are_advised_off_huge_pages_and_cache_memory_onto_them():
     # Output ids are written once in order: huge pages gain nothing there and their first touch is
-    # slow on this project's VMs (bench/RESULTS.md, "Session 22"). The random-access caches keep them.
+    # slow on VMs (bench/RESULTS.md, "What landed: the id output buffers on 4 kB pages"). The random-access caches keep them.
     pool = OutputPool(keep=1, min_bytes=1)
     with pool.buffer(8 << 20, np.uint32) as (out, trim):  # 32 MB: NumPy alone would advise huge pages
         assert "nh" in _vm_flags(out) and "hg" not in _vm_flags(out)

@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_non_editable_install_finds_its_data(tmp_path):
     target = tmp_path / "site"
     subprocess.run(

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from budget import examples
 from numba import njit
 
 import fastenc
@@ -131,7 +132,8 @@ _LONG = ["中文字符串没有空格的一段话", "日本語のテキストで
          " internationalization", "😀" * 6, "a" * 300, "é" * 30]
 
 
-@settings(max_examples=150, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.sampled_from(_LONG + [" ", "x", "。", ", "]), min_size=1, max_size=30))
 def test_repeated_long_pieces_match_tiktoken_cold_and_warm(gpt2, tiktoken_gpt2, parts):
     text = "".join(parts)

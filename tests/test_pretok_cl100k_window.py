@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from budget import examples
 from numba import njit
 
 import fastenc
@@ -104,7 +105,7 @@ MIXED = st.lists(st.sampled_from(TRAPS + HIGH), min_size=20, max_size=120).map("
 
 
 @each
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(text=ASCII_TRAPS)
 def test_window_equals_the_walk_ascii(name, text):
     where, _, _ = window_mismatch(name, text.encode())
@@ -112,7 +113,7 @@ def test_window_equals_the_walk_ascii(name, text):
 
 
 @each
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(text=MIXED)
 def test_window_equals_the_walk_mixed(name, text):
     """Non-ASCII code points (whitespace, letters of each case, a digit, a mark, the long s of
@@ -121,8 +122,9 @@ def test_window_equals_the_walk_mixed(name, text):
     assert where == -1, repr(text.encode()[where:where + WINDOW])
 
 
+@pytest.mark.slow
 @each
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(text=ASCII_TRAPS, at=st.integers(0, 63), char=st.sampled_from(HIGH))
 def test_high_byte_at_every_offset(name, text, at, char):
     """A byte >= 0x80 at window offset ``at``: no bit from ``at - 1`` on, and the rest exact."""
@@ -162,7 +164,7 @@ def test_window_digits_and_newlines_by_eye():
         assert starts_of(name, b)[:6] == [1, 2, 4, 6, 9, 11]  # "x" "\n" "  " " y" "\n\t\n" "\tz" " pad"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(texts=st.lists(ASCII_TRAPS, min_size=10, max_size=10))
 def test_window_ids_equal_tiktoken(oracle, texts):  # noqa: F811
     """The wide loop's window path end to end: ASCII documents long enough for windows (the

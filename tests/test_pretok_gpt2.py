@@ -12,6 +12,7 @@ import pytest
 import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from budget import examples
 from numba import njit
 
 import reference as ref
@@ -271,7 +272,7 @@ texts = st.one_of(
 )
 
 
-@settings(max_examples=2500, deadline=None)
+@settings(max_examples=examples(2500), deadline=None)
 @given(texts)
 def test_fuzz_text_vs_reference(text):
     b = text.encode()
@@ -280,7 +281,7 @@ def test_fuzz_text_vs_reference(text):
     assert ends == ref.gpt2_piece_ends_ref(b, pieces=ref.gpt2_pieces_ref_classes)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(st.lists(st.one_of(st.binary(max_size=6), st.sampled_from(INTERESTING).map(str.encode),
                           st.sampled_from([b"\xe0\xa0", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf",
                                            b"\xf0\x9f\x98", b"\x80", b"\xff", b"\xc3"])), max_size=20).map(b"".join))
@@ -288,7 +289,7 @@ def test_fuzz_invalid_utf8_vs_reference(b):
     assert kernel_ends(b) == ref.gpt2_piece_ends_ref(b)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=64), st.data())
 def test_any_subrange_and_out_of_contract_arguments(b, data):
     """start/end anywhere (even inside a UTF-8 sequence): same as the reference on that slice.
@@ -322,7 +323,7 @@ agreeing = st.text(alphabet=st.characters(exclude_categories=["Cs"]).filter(
     lambda ch: CLASSES[ord(ch)] == regex_module_class(ch)), max_size=40)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.one_of(agreeing, texts.filter(lambda t: all(CLASSES[ord(c)] == regex_module_class(c) for c in t))))
 def test_reference_is_the_stock_pattern_where_classes_agree(text):
     """The stand-in trick in gpt2_pieces_ref changes nothing where the regex module's Unicode
@@ -346,7 +347,7 @@ def tiktoken_agrees(enc, text: str) -> None:
     assert per_piece == tokens
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(texts)
 def test_fuzz_text_vs_tiktoken(tiktoken_gpt2, text):
     tiktoken_agrees(tiktoken_gpt2, text)
@@ -460,7 +461,7 @@ ASCII_HEAVY = st.lists(st.sampled_from(["'s", "'ll", "'ve", "'re", "'d", "'m", "
                        min_size=20, max_size=120).map("".join)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(ASCII_HEAVY)
 def test_window_starts_equal_the_walk(text):
     """Contractions at every offset (window start included), whitespace runs ending in every
@@ -480,7 +481,7 @@ LATIN_HEAVY = st.lists(st.one_of(
     min_size=20, max_size=120).map(b"".join)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(LATIN_HEAVY)
 def test_window_starts_equal_the_walk_latin(data):
     """Accented Latin text, symbols beside it, and invalid UTF-8 around them."""

@@ -10,6 +10,7 @@ import pytest
 import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from budget import examples
 from tokenizers import Regex, pre_tokenizers
 
 from fastenc.arrow_io import arrow_to_flat
@@ -176,13 +177,13 @@ _TOKENS = (
 url_like = st.lists(st.sampled_from(_TOKENS), max_size=40).map("".join)
 
 
-@settings(max_examples=2500, deadline=None)
+@settings(max_examples=examples(2500), deadline=None)
 @given(st.one_of(url_like, st.text(alphabet=[t for t in _TOKENS if len(t) == 1], max_size=30)))
 def test_fuzz_against_hf(s):
     assert kernel_pieces(s) == hf_pieces(s)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(st.lists(st.one_of(st.sampled_from([t.encode() for t in _TOKENS]), st.binary(max_size=3)), max_size=30).map(b"".join), st.integers(0, 5))
 def test_fuzz_invalid_utf8_against_bytes_regex(b, pad):
     # HF takes only str; on arbitrary bytes the same pattern applied to bytes is the reference

@@ -258,6 +258,7 @@ def test_datatrove_finalize_refuses_a_missing_unit(inputs, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_datatrove_ray_executor_gives_the_one_process_bytes(inputs, reference, tmp_path):
     """The [dist] extra's Ray (not in the test extra: a large install): skipped where ray is absent."""
     ray = pytest.importorskip("ray")

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from budget import examples
 from numba import njit
 
 import fastenc
@@ -92,7 +93,7 @@ def test_cutting_is_exact_when_a_token_does_not_merge_to_itself(tmp_path):
         assert enc.encode(word) == expected, word
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.sampled_from(["中文", "日本語", "テキスト", "한국어", "ภาษาไทย", "的", "ー", "ก", "a", "\u0301", "😀"]),
                 min_size=1, max_size=60))
 def test_long_runs_without_spaces_match_tiktoken(gpt2, tiktoken_gpt2, parts):
@@ -102,7 +103,7 @@ def test_long_runs_without_spaces_match_tiktoken(gpt2, tiktoken_gpt2, parts):
     assert gpt2.encode(text) == tiktoken_gpt2.encode_ordinary(text)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.binary(min_size=2, max_size=15), st.binary(max_size=20), st.integers(1, 7))
 def test_short_cache_lookup_equals_the_general_lookup(piece, before, count):
     cache = new_piece_cache(1 << 6, SHORT_WORDS)
@@ -124,7 +125,7 @@ def test_short_cache_lookup_equals_the_general_lookup(piece, before, count):
         cache[:] = 0
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(st.binary(min_size=2, max_size=8), min_size=1, max_size=40), st.binary(max_size=9))
 def test_tiny_cache_gives_back_what_was_stored(pieces, before):
     # A 4-slot table: probing, wrap-around and overwriting all happen; a hit must always give
@@ -205,6 +206,7 @@ def test_a_marker_sends_the_lookup_on_and_a_miss_means_never_seen():
     assert cache_lookup(short, data, 2, 14, out, 0, 32) == ELSEWHERE
 
 
+@pytest.mark.slow
 def test_pieces_with_many_ids_are_found_again_through_the_markers(gpt2, tiktoken_gpt2):
     # 2..8-byte pieces with 4+ ids and 9..15-byte pieces with 8+ ids live in later caches; a
     # second encode must find them there (and give the same ids as the first and as tiktoken).
@@ -229,7 +231,7 @@ def _word_at(data, i):
     return load_word(data, i)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.binary(min_size=8, max_size=40), st.data())
 def test_load_word_is_eight_little_endian_bytes(raw, draw):
     i = draw.draw(st.integers(0, len(raw) - 8))
@@ -247,7 +249,7 @@ def _home_slot(tiny, short, data, start, n):
     return 0, np.int64((at - element_address(tiny, 0)) // 16), k0, second
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.binary(min_size=1, max_size=15), st.binary(max_size=9), st.integers(1, 3))
 def test_piece_slot_names_the_slot_a_store_fills(piece, before, count):
     # The encode loop's hot path reads a piece's ids from the slot piece_slot names; the stores and
@@ -287,7 +289,7 @@ def wide_vocab(request):
     return vocab, tokens, max(map(len, tokens)), sorted(tokens)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.integers(0, 10**6), min_size=1, max_size=25), st.integers(0, 3), st.data())
 def test_span_cuts_are_the_first_boundary_no_token_spans(wide_vocab, picks, trim, data):
     # Strings made of real tokens (CJK ones among them) with their bytes cut anywhere: the

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from budget import examples
 
 import fastenc
 from fastenc.arrow_io import arrow_to_flat
@@ -146,6 +147,7 @@ def check_parity_and_round_trip(hf, enc, arr: pa.Array, what: str) -> int:
 IRREVERSIBLE = ["https://x:1.y/", "http://host:8080.evil.example/p", "https://a.[b/p", "https://u@a.b.[c:80/", "http://:1.2.3.4"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not URLS.exists(), reason="shared corpus ../shared/data/urls not present (fresh clone)")
 def test_whole_corpus_matches_hf_and_round_trips(hf, enc):
     arr = pq.read_table(URLS, columns=["url"]).column("url").combine_chunks()
@@ -195,7 +197,7 @@ def test_literal_eos_text(hf, enc):
     assert tokens[1:].tolist() == hf.encode(canonical(url)).ids
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.one_of(
     st.text(alphabet=st.sampled_from(list("htps:/.%@[]?#0123456789abcXYZ-_~é中 \t\"'<>,")), max_size=60),
     st.builds(lambda a, b: f"https://{a}/{b}", st.text(alphabet="abc.:@[]1", max_size=20), st.text(max_size=30)),
@@ -204,6 +206,7 @@ def test_fuzz_matches_hf_and_round_trips(hf, enc, urls):
     check_parity_and_round_trip(hf, enc, pa.array(urls, pa.string()), "fuzz")
 
 
+@pytest.mark.slow
 def test_the_url_loop_of_its_own_matches_the_class_table_loop(enc):
     # A URL encoder hands fastenc's narrow loop classes=None (Encoder.kernel_classes): Numba then
     # compiles a loop with only the URL pre-tokenizer. A user's own code may pass Encoder.classes

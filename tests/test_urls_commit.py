@@ -157,6 +157,7 @@ def commit_steps(source: Path, tmp_path: Path) -> list[tuple[str, str, int]]:
     return picked
 
 
+@pytest.mark.slow
 def test_kill_9_at_every_step_of_the_swap_leaves_out_as_before_or_complete(source, tmp_path):
     """The commit is one exchange of folders: killed at any step of it, OUT holds the old shards
     or every shard, never a bin without its sidecar; a plain rerun ends byte-identical."""

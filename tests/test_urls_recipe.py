@@ -22,6 +22,7 @@ import pytest
 import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from budget import examples
 
 from fastenc import cli
 from fastenc.url_canonical import canonical
@@ -245,7 +246,7 @@ def test_no_shard_check_for_inputs_that_are_not_shards(tmp_path):
         encode_shard(EXAMPLE, tmp_path / "o2", quiet=True, num_shards=16)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(0, 2**64 - 1), st.integers(1, 2**64 - 1))
 def test_shard_of_is_the_128_bit_product(h, num_shards):
     assert int(shard_of(np.uint64(h), np.uint64(num_shards))) == (h * num_shards) >> 64
@@ -283,7 +284,7 @@ def test_hash_order_is_a_stable_sort(case):
         assert np.array_equal(sorted_keys, keys[want])
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.integers(0, 2**64 - 1), max_size=300), st.integers(1, 4))
 def test_hash_order_fuzz(values, tasks):
     keys = np.array(values, dtype=np.uint64)

@@ -2,6 +2,7 @@
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from budget import examples
 
 from fastenc.kernels.utf8 import count_invalid_utf8
 
@@ -31,7 +32,7 @@ def test_edge_cases():
     assert count_invalid_utf8(data, offsets) == _python_count(EDGES) == 7
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.one_of(st.binary(max_size=12), st.text(max_size=6).map(lambda t: t.encode("utf-8", "surrogatepass"))), max_size=8))
 def test_matches_python(docs):
     data, offsets = _flat(docs)

@@ -15,6 +15,7 @@ import pytest
 import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from budget import examples
 
 from conftest import EOT, REPO, SHARED_DATA, gpt2_byte_decoder
 
@@ -168,6 +169,7 @@ def sweep_code_points() -> list[int]:
     return [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF and c % step.get(plane(c), 4096) == 0]
 
 
+@pytest.mark.slow
 def test_gpt2_hf_equals_tiktoken_on_every_code_point(gpt2_hf, tiktoken_gpt2):
     # Catches any code point that the two regex engines (Oniguruma in HF, fancy-regex in tiktoken)
     # class differently as letter / number / whitespace: each appears doubled, after a space, before
@@ -181,7 +183,7 @@ def test_gpt2_hf_equals_tiktoken_on_every_code_point(gpt2_hf, tiktoken_gpt2):
     assert bad == []
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200)
        | st.text(alphabet=" \t\n\r\u00a0\u3000\ufeff'sdmtlvre1a.!é日", max_size=60))
 def test_gpt2_hf_equals_tiktoken_fuzz(gpt2_hf, tiktoken_gpt2, text):

@@ -9,6 +9,7 @@ import pytest
 import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from budget import examples
 
 from fastenc.arrow_io import arrow_to_flat
 from fastenc.kernels.xxh3 import XXH3_SECRET, _default_secret, xxh3_64, xxh3_64_batch, xxh3_64_secret
@@ -28,6 +29,7 @@ def test_default_secret_built_in_kernel_equals_constant():
     np.testing.assert_array_equal(_default_secret(), XXH3_SECRET)
 
 
+@pytest.mark.slow
 def test_every_length_0_to_2000_at_odd_offsets():
     # Covers 0, 1-3, 4-8, 9-16, 17-128, 129-240 and the long path up to ~2 blocks (1024 B each)
     # incl. every partial-stripe/last-stripe remainder. An odd start catches index slips.
@@ -68,7 +70,7 @@ def test_batch_matches_oracle_and_handles_empty_and_sliced():
     assert xxh3_64_batch(data, offsets[:1]).shape == (0,)
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(st.binary(max_size=700), st.integers(0, 9))
 def test_fuzz_binary(b, pad):
     buf = np.frombuffer(bytes(pad) + b + bytes(3), np.uint8)

@@ -109,8 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 def console_main() -> None:
     """The ``fastenc`` script and ``python -m fastenc``: ``main()``, then exit without tearing
     the interpreter down. Freeing Numba's and LLVM's objects one by one at exit took ~0.5 s of
-    every warm run on the AMD EPYC VM (1.8 s -> 1.3 s for ``fastenc encode``; bench/RESULTS.md,
-    "Session 12"). Everything a command writes is closed, verified and published before
+    every warm run. Everything a command writes is closed, verified and published before
     ``main()`` returns; the ``atexit`` handlers (multiprocessing's, tempfile's) still run."""
     import atexit
     import os

@@ -17,7 +17,7 @@ from numba import njit
 
 from fastenc.kernels import config as cfg
 from fastenc.kernels.loads import element_address, prefetch_at
-from fastenc.kernels.tables import _mix_slot, pair_filter_bit, token_id_of
+from fastenc.kernels.tables import mix_slot, pair_filter_bit, token_id_of
 
 # Above this many bytes bpe_piece merges with the heap; below, with the rescanning loop.
 HEAP_THRESHOLD = 64
@@ -39,7 +39,7 @@ def _prefetch_pair(pair_filter, pair_table, key):
     the places ``merge_short_piece``'s lookup reads first."""
     word, _ = pair_filter_bit(key, pair_filter.shape[0])
     prefetch_at(element_address(pair_filter, np.int64(word)))
-    prefetch_at(element_address(pair_table, _mix_slot(key, pair_table.shape[0] - 1)))
+    prefetch_at(element_address(pair_table, mix_slot(key, pair_table.shape[0] - 1)))
 
 
 @njit(cache=True)
@@ -60,9 +60,10 @@ def merge_short_piece(data, start, end, vocab, ranks, out, out_pos):
 def merge_short_piece_inlined(data, start, end, vocab, ranks, out, out_pos):
     """``merge_short_piece``, inlined into its caller (``forceinline``). A call passes every array of
     ``vocab`` exploded (7 words each): ~115 words on the stack per new piece. The wide loop's
-    ``_cached_or_merged`` inlines it: cl100k_base and o200k_base first passes ran 1.10-1.14x faster
-    (bench/RESULTS.md, session 44). The GPT-2/URL loop calls ``merge_short_piece``: inlined
-    there, the first pass ran no faster and URL warm passes 0.83x (its hot loop's code got worse)."""
+    ``_cached_or_merged`` inlines it: cl100k_base and o200k_base first passes ran faster
+    (bench/RESULTS.md, "calls that passed every table on the stack"). The GPT-2/URL loop calls
+    ``merge_short_piece``: inlined there, the first pass ran no faster and URL warm passes slower
+    (its hot loop's code got worse)."""
     byte_ids = vocab.byte_ids
     pair_table = vocab.pair_table
     merge_result = vocab.merge_result
@@ -101,8 +102,8 @@ def merge_short_piece_inlined(data, start, end, vocab, ranks, out, out_pos):
     else:
         # Every index here is a uint64 (`u`, `ua`, from `first` and `ids`): Numba adds wraparound
         # code (a negative index counts from the end) to every signed index, on the loads that the
-        # next merge waits for. Unsigned: 9-11% less time a new piece in the merge alone, first passes
-        # over docs.parquet 14-19% faster (cl100k, o200k), GPT-2's 4-6% (bench/RESULTS.md, session 43).
+        # next merge waits for. Unsigned: faster first passes, most for cl100k and o200k (bench/RESULTS.md,
+        # "Wraparound code in the short-piece merge").
         pmask = np.uint64(pair_table.shape[0] - 1)
         first = np.uint64(start)
         ids = np.uint64(out_pos)

@@ -121,10 +121,9 @@ def remember_piece(caches, data, start, end, ids, ids_start, count):
 def seed_piece_caches(caches, tids, token_bytes, token_offsets):
     """``remember_piece`` for every token of ``tids`` with 1..max_piece_bytes(caches.short) bytes, as
     the piece that encodes to that one id, in the order given: the narrow loop's counterpart of
-    ``piece_cache_wide.seed_wide_cache`` (which says when this is exact, and why). GPT-2, fresh
-    Encoders alternating in one process, 8 rounds: first pass 0.780 -> 0.732 s, warm 0.331 -> 0.334,
-    the 50k tokens in 10 ms (bench/RESULTS.md, "Session 25"; session 3, on the caches of then, saw
-    no gain). Returns how many were stored."""
+    ``piece_cache_wide.seed_wide_cache`` (which says when this is exact, and why): a faster GPT-2
+    first pass, warm passes level (bench/RESULTS.md, "GPT-2's loop seeded too"). Returns how many
+    were stored."""
     most = max_piece_bytes(caches.short)
     one = np.empty(1, dtype=np.uint16)
     stored = 0
@@ -137,16 +136,15 @@ def seed_piece_caches(caches, tids, token_bytes, token_offsets):
     return stored
 
 
-_BLOCK = 256  # pieces found (and their cache slots prefetched) before any of them is encoded: on Zen 5
-# a warm pass over docs.parquet ran 1.07x faster with 128 than with 64, 1.10x with 256, 1.07x with 512
-# (each slot's prefetch is issued longer before its lookup; bench/RESULTS.md, session 13). The ring
-# (_RING words per piece) is then 8 KB, well inside L1.
+_BLOCK = 256  # pieces found (and their cache slots prefetched) before any of them is encoded: the
+# fastest of 64..512 for a warm pass (each slot's prefetch is issued longer before its lookup;
+# bench/RESULTS.md, "Blocks of 256 pieces"). The ring (_RING words per piece) is then 8 KB, well inside L1.
 _RING = 4  # words per ring entry: a piece's end, whole-token id, cut_end, home slot address (0: none)
 # A *hot* entry (its fourth word not 0: a piece of 1..15 bytes starting at least 8 bytes before its
 # document's end, whose home slot piece_slot found) holds its key (piece_key's k0 and second) in
 # words 1 and 2 instead: the finder computed it for the slot's hash anyway, and encode_block no longer
-# loads and masks the piece's bytes a second time (warm 1.03-1.09x by kind of text, bench/RESULTS.md
-# session 17). Only the rest hold the words below. A memo-pending entry's third word is
+# loads and masks the piece's bytes a second time (faster warm passes). Only the rest hold the words
+# below. A memo-pending entry's third word is
 # the piece's memo hash (its cut_end is its end). A ring entry's second word: a whole-token id (>= 0),
 # -1 (look the piece up and merge on a miss), or one of these, for the long-piece memo (piece_memo.py):
 _MEMO_BEGIN = -2  # the first part of a piece the memo does not hold: note where its ids begin
@@ -232,7 +230,8 @@ def encode_narrow(data, start, end, vocab, classes, caches, scratch, out, out_po
     """``encode_with`` for a vocabulary that ``takes_wide_loop`` sends here (at most
     ``NARROW_VOCAB`` ids, the GPT-2 or URL pre-tokenizer; the caller checks): what the recipes'
     kernels call. It does not reach ``encode_wide`` or the cl100k/o200k pre-tokenizers, so a GPT-2
-    or URL run never compiles them (~30 of ~56 s of a cold start, bench/RESULTS.md "Session 5").
+    or URL run never compiles them (about half of a cold start; bench/RESULTS.md, "GPT-2 and URL runs
+    stop compiling the cl100k/o200k loop").
 
     Runs ``encode_run``, which cannot allocate; when a long part needs more merge room than
     ``scratch.work`` holds, it stops before that part, and the run resumes there with a work
@@ -241,8 +240,8 @@ def encode_narrow(data, start, end, vocab, classes, caches, scratch, out, out_po
 
     ``classes=None`` (``Encoder.kernel_classes`` of a URL vocabulary) compiles a loop of its own
     with the URL pre-tokenizer only: Numba drops the ``classes is not None`` blocks from it, so a
-    URL run does not compile the GPT-2 pre-tokenizer (encode_run 8.66 -> 3.27 s of a cold quick start
-    before the kernels were forceinline; bench/RESULTS.md "Session 10"). Any class table works for a URL vocabulary too.
+    URL run does not compile the GPT-2 pre-tokenizer (a shorter cold quick start). Any class table
+    works for a URL vocabulary too.
     """
     check_narrow_classes(vocab, classes)
     state = scratch.state
@@ -275,15 +274,14 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
     Compiled without reference counting (``jit.NO_REFCOUNTING``), so it allocates nothing: the
     scratch comes from ``encode_narrow``. Ids below 65,536 only (its callers check). Inlined into
     its two callers (``forceinline``; ``encode_narrow`` and ``runs._encode_span``): a call passed
-    ~24 arrays exploded on the stack, per document; inlined, URL passes ran 1.16x (first) and
-    1.17x (warm), GPT-2 1.03-1.14x / 1.02-1.11x, for ~1 s more of a cold compile (bench/RESULTS.md,
-    session 44).
+    ~24 arrays exploded on the stack, per document; inlined, URL and GPT-2 passes ran faster, for
+    ~1 s more of a cold compile (bench/RESULTS.md, "calls that passed every table on the stack").
 
     The text is taken in blocks of up to ``_BLOCK`` pieces: first the pre-tokenizer finds a
     block's pieces and prefetches each one's cache slot, then the block is encoded. Two short
     loops instead of one interleaved loop: the slots' memory latency overlaps the finding of
     the rest of the block, and each loop's branches are predicted on their own
-    (bench/RESULTS.md, "Session 4": +15-20% warm).
+    (bench/RESULTS.md, "blocks of pieces, no reference counting, a 64-byte ASCII pre-tokenizer").
     """
     tiny = caches.tiny
     short = caches.short
@@ -417,7 +415,7 @@ def encode_run(data, start, end, cut_end, vocab, classes, caches, out, out_pos, 
                 memo_from = -1
         # --- encode them: encode_block, inlined (forceinline): a call passed ~190 words of arguments
         # on the stack (every array of vocab and caches, exploded), 3.3% of a warm GPT-2 pass (perf);
-        # inlined, GPT-2 first passes ran 1.08-1.12x, warm 1.03x, URLs 1.14x / 1.08x (bench/RESULTS.md, session 44) ---
+        # inlined, GPT-2 and URL passes ran faster ---
         out_pos = encode_block(data, pos, ring, n_found, vocab, caches, out, out_pos, out_limit, ranks, work, state)
         if state[0] >= 0:  # a long part needs more merge room: the caller grows work and resumes
             return out_pos

@@ -147,7 +147,7 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos, scratch):
     scratch is passed in) and inlined into its callers. Allocating its scratch itself, with
     reference counting, a call per document cost more than the encoding of a short one: 400k lines
     of 72 bytes, cl100k_base, warm: 100 MB/s (NRT_incref/decref half of the time), 330 MB/s on
-    long documents (bench/RESULTS.md, session 44).
+    long documents (bench/RESULTS.md, "a wide loop that paid reference counting per document").
     """
     byte_ids = vocab.byte_ids
     short = caches.short

@@ -63,7 +63,7 @@ MAX_CACHED_PIECE_BYTES = 8 * (LONG_WORDS // 2) - 1  # longer pieces are merged e
 DEFAULT_SHORT_SLOTS = 1 << 20  # 32 MB: the ~650k distinct short pieces of 97 MB of multilingual text
 DEFAULT_LONG_SLOTS = 1 << 17  # 8 MB
 DEFAULT_TINY_SLOTS = 1 << 20  # 16 MB: ~323k distinct pieces of 2..8 bytes in the same text, at a
-# load of 31%: at 1 << 19 (62%) the probes ran longer and a warm pass took 5% more time (bench/RESULTS.md, session 6)
+# load of 31%: at 1 << 19 (62%) the probes ran longer and a warm pass took more time
 _PROBES = 8
 ELSEWHERE = -2  # a lookup's answer for a marker: the piece is known, its ids are in a later cache
 _MUL = np.uint64(0x9E3779B97F4A7C15)

@@ -13,9 +13,8 @@ Japanese and five Latin-script ones, 5% of cl100k's pieces were markers there, a
 an unprefetched short slot.
 Every piece of 1..15 bytes now has its home in the short cache (``wide_slot``), twice as many
 slots (``WIDE_SHORT_SLOTS``), and a piece found away from its home is moved there
-(``wide_cache_lookup``'s ``promote``). In-process A/B on docs.parquet (bench/RESULTS.md, session 23):
-cl100k warm +16-19%, first pass 0.94-1.06; o200k warm +6-9%, first pass 0.84-1.08 (the first pass
-swings with every change to the loop; bench_encodings' first-pass cells stayed in their earlier range).
+(``wide_cache_lookup``'s ``promote``): warm passes gain, first passes stay level (bench/RESULTS.md,
+"one short cache for the wide loop, promotion, long-slot prefetch").
 
 The caller checks that every id is below ``WIDE_MAX_ID + 1`` before storing.
 """
@@ -54,9 +53,9 @@ WIDE_MAX_ID = (1 << WIDE_ID_BITS) - 1
 WIDE_COUNT_SHIFT = 54  # the id count's place in a slot's last id word
 # The wide loop's long cache: 32 MB a thread, not piece_cache's 8 MB. o200k_base leaves many pieces and
 # parts of 16..31 bytes (158k distinct in docs.parquet); 131k slots kept evicting them, and a warm
-# 1-thread pass merged 14.7k of them again every time (5.7% of it). Four times the slots: warm 0.464 ->
-# 0.427 s, first pass 1.339 -> 1.265 s (o200k, 1 thread, in-process A/B; cl100k and GPT-2 unchanged,
-# so the narrow loop keeps 8 MB; bench/RESULTS.md, "Session 21").
+# 1-thread pass merged 14.7k of them again every time (5.7% of it). Four times the slots made o200k
+# faster, cl100k and GPT-2 no faster, so the narrow loop keeps 8 MB (bench/RESULTS.md, "rank is the id,
+# a denser pair table, a bigger wide long cache").
 WIDE_LONG_SLOTS = 1 << 19
 # The wide loop's short cache: every piece of 1..15 bytes, 64 MB a thread. docs.parquet leaves ~836k
 # distinct ones (cl100k): a load of 40% here; at 1 << 20 slots (80%) more pieces sat away from their
@@ -209,8 +208,8 @@ def wide_cache_store(cache, data, start, end, ids, ids_start, count, shared):
     """``cache_store`` for the wide layout: 0..wide_max_piece_ids(cache) ids, each <= WIDE_MAX_ID;
     the same slots, claims, publication and eviction rule (``shared``: none). Without reference
     counting, as ``cache_store``: its atomic reference-count updates per store, with those the wide
-    loop paid per piece off its hot path, were 4.7% of an o200k first pass, 0.3% since
-    (bench/RESULTS.md, session 43)."""
+    loop paid per piece off its hot path, were a few percent of a first pass (bench/RESULTS.md,
+    "Reference counting on the miss path")."""
     key_words = cache.shape[1] >> 1
     slot, last = claim_key_slot(cache, data, start, end, shared)
     if slot >= 0:
@@ -235,8 +234,8 @@ def seed_wide_cache(cache, tids, token_bytes, token_offsets):
     Why (the caches are empty otherwise until a piece is merged once): 11.5% of the distinct
     pieces of 2..31 bytes in docs.parquet are whole tokens (o200k_base), and each was looked up,
     found missing, merged and stored on a first pass. Seeded, a first pass finds them on the hot
-    path: o200k 1 thread 1.166 -> 1.078 s in-process (the ~35 ms this takes not counted; warm
-    passes level; bench/RESULTS.md, "Session 25"). ``encode.seed_piece_caches`` does the same for
+    path, and warm passes stay level (bench/RESULTS.md, "Kept: seeding the wide loop's short cache
+    with the vocabulary"). ``encode.seed_piece_caches`` does the same for
     the narrow loop's caches (GPT-2)."""
     most = max_piece_bytes(cache)
     one = np.empty(1, dtype=np.uint32)
@@ -257,7 +256,8 @@ def seed_wide_cache(cache, tids, token_bytes, token_offsets):
 # ids (three 21-bit ids to a word, id k of a word in bits 21k..21k+20). A hit is checked against the
 # piece's bytes, word by word, where piece_memo's is checked id by id against each token's bytes:
 # those token reads are scattered over the vocabulary's 1.6 MB of token heads, and in a warm o200k
-# pass over docs.parquet the check was ~6% of the pass (bench/RESULTS.md, "Session 26"). The bytes
+# pass over docs.parquet the check was ~6% of the pass (bench/RESULTS.md, "Kept: the wide memo stores
+# each piece's bytes and compares them"). The bytes
 # cost arena room (~3.4 bytes an id, against ~2.7 for the id). A memo is filled by one of the two
 # loops only (it belongs to one vocabulary, like every piece cache).
 WIDE_MEMO_ID_BITS = 21

@@ -5,7 +5,7 @@ where no merge can cross (segments.py) and encoded part by part. That is exact, 
 that recurs pays for every part again: a CJK clause of 40 bytes is ~13 parts (a cache probe
 each), a run of 24 spaces of indentation one long merge. Such pieces recur often: of the
 379,061 pieces over 15 bytes in docs.parquet, 220,160 are occurrences of a piece seen more than
-once (bench/RESULTS.md, session 7). The memo keeps the ids of each whole piece, so a repeat is
+once. The memo keeps the ids of each whole piece, so a repeat is
 one hash, one probe and one copy.
 
 The memo is one ``uint64`` array (``new_piece_memo``):
@@ -29,7 +29,7 @@ most of those probes instead. Both encode loops prefetch the filter word and the
 (``memo_find``); the GPT-2/URL loop reads only the filter (``memo_maybe``) and, where it says
 "perhaps", probes the table a block of pieces later (in ``encode.encode_block``), by when the
 slot has arrived: the probe's cache miss was ~5% of a warm pass on docs.parquet
-(bench/RESULTS.md, "Session 10").
+(bench/RESULTS.md, "Issue 9: the memo's table probe a block later").
 
 It is filled once: entries are added while the arena and the table (to 3/4) have room, and
 never evicted, so a full memo keeps the long pieces that came first (no pass ever runs slower

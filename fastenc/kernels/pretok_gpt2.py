@@ -30,7 +30,7 @@ Performance notes (they shape the code):
   inlined by LLVM) and touches both arrays in its last block.
 - The small kernels here are inlined into their callers by LLVM (``forceinline=True``), not at
   the Numba level (``inline="always"``), which typed and lowered each body again at every call
-  site: the encode loop's cold compile took 8.6 s instead of 1.2 (bench/RESULTS.md, "Session 10").
+  site: the encode loop's cold compile took several times longer (docs/compile.md).
 - ``pos`` is proven non-negative before any read, so LLVM drops the negative-index wraparound code.
 - Runs of ASCII letters, the bulk of most text, are skipped 8 bytes at a time (SWAR) and the run
   length is found with a multiply, so a typical word costs no mispredicted loop exit.

@@ -42,7 +42,8 @@ def encode_docs(data, offsets, first, last, vocab, classes, caches, out, at, cou
 
     The documents are walked by ``_encode_span``, compiled without reference counting: a call of
     ``encode_narrow`` per document paid ~25 atomic reference-count updates of the arrays it passes
-    on (~260 of ~620 ns per URL of the URL encoder, bench/RESULTS.md, session 13). It stops only
+    on (~40% of the URL encoder's time; bench/RESULTS.md, "A documents loop without reference
+    counting"). It stops only
     when a long part needs a bigger merge work array, which is allocated here."""
     check_narrow_classes(vocab, classes)
     if first >= last:

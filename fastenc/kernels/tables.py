@@ -11,7 +11,7 @@ Two tables back the BPE merge loop:
   Most pairs a merge loop asks about merge into nothing (56% of the lookups of a first pass
   over docs.parquet); a clear bit answers those from 64 KB (GPT-2) that stay in the CPU's
   caches, where the pair table (1-2 MB) is evicted by the piece caches a first pass fills (its
-  probe was 11% of such a pass; bench/RESULTS.md, "Session 10").
+  probe was a tenth of such a pass).
 * the **token table** (``int32[cap]``): token id per slot (-1 = empty), keyed by the token's
   bytes, which live in ``token_bytes[token_offsets[id]:token_offsets[id + 1]]``. It answers
   "is this whole piece a token?" (tiktoken's first step, HF's ``ignore_merges``).
@@ -36,8 +36,8 @@ FILTER_MUL = np.uint64(0xC2B2AE3D27D4EB4F)  # the pair filter's hash: another mu
 PAIR_FILTER_BITS_PER_PAIR = 8  # ~10% false positives
 # The pair table's load: up to 0.8 (o200k_base: 200k pairs in 2 MB, not 4 MB at 0.5). The table is
 # probed on every merge and is evicted by the piece caches a first pass fills: the smaller one stays
-# in the CPU's caches more (first passes 0-20% faster in 4 in-process A/B runs, bench/RESULTS.md
-# "Session 21"); the longer probes it costs are few, since the pair filter answers most misses.
+# in the CPU's caches more (first passes faster; bench/RESULTS.md, "rank is the id, a denser pair
+# table, a bigger wide long cache"); the longer probes it costs are few, since the pair filter answers most misses.
 PAIR_TABLE_LOAD = 0.8
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -49,7 +49,7 @@ def _pair_key(left, right):
 
 
 @njit(cache=True, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _mix_slot(key, mask):
+def mix_slot(key, mask):
     return np.int64(((key * _GOLDEN) >> np.uint64(32)) & np.uint64(mask))
 
 
@@ -58,7 +58,7 @@ def pair_rank(pair_table, left, right):
     """Rank of merging ``left``+``right``, or ``NO_RANK`` (-1) if the pair never merges."""
     key = _pair_key(left, right)
     mask = pair_table.shape[0] - 1
-    slot = _mix_slot(key, mask)
+    slot = mix_slot(key, mask)
     while True:
         entry = pair_table[slot]
         if entry == EMPTY_PAIR_SLOT:
@@ -78,7 +78,7 @@ def build_pair_table(lefts, rights, ranks, capacity):
     for i in range(lefts.shape[0]):
         key = _pair_key(lefts[i], rights[i])
         entry = (key << np.uint64(RANK_BITS)) | np.uint64(ranks[i])
-        slot = _mix_slot(key, mask)
+        slot = mix_slot(key, mask)
         while True:
             current = table[slot]
             if current == EMPTY_PAIR_SLOT or (current >> np.uint64(RANK_BITS)) == key:
@@ -125,7 +125,8 @@ def build_token_heads(token_bytes, token_offsets):
     its length in the top byte; ``HEAD_LONG`` for any other token. A memo hit is checked id by id
     against the piece (piece_memo.token_differs): with the heads that is one load per id, where
     ``token_offsets`` then ``token_bytes`` were two dependent ones, from tables of 730 KB together
-    for GPT-2, more than a 512 KB L2 holds (bench/RESULTS.md, "Session 11")."""
+    for GPT-2, more than a 512 KB L2 holds (bench/RESULTS.md, "Token heads: the memo's check in one
+    load per id")."""
     n = token_offsets.shape[0] - 1
     heads = np.empty(n, dtype=np.uint64)
     for tid in range(n):

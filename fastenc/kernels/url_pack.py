@@ -420,7 +420,7 @@ def span_offsets(tok_offsets, order, out_offsets, starts):
     Why ``starts``: the copy loop then reads each span's start in sequence. Read from
     ``tok_offsets[order[k + ahead]]`` there, the prefetch address was itself a cache miss (a chunk's
     offsets, 1 M random lines, do not stay in L3), and the copy of a full shard's 36.6 M spans took
-    ~550 ns a span, against ~230 ns this way (bench/RESULTS.md, "Session 12")."""
+    twice as long (bench/RESULTS.md, "Issue 9: the URL bin's span gather")."""
     m = order.shape[0]
     out_offsets[0] = 0
     for k in range(m):

@@ -1,7 +1,7 @@
 """How ``--workers`` starts its processes: ``fork`` where that is safe, ``spawn`` otherwise.
 
 A spawned worker starts a new interpreter: it imports Python, pyarrow, Numba and fastenc, loads
-the vocabulary and the kernels (1.5-2.5 CPU-s, bench/RESULTS.md "Session 9") before its first
+the vocabulary and the kernels (one to a few CPU-seconds) before its first
 unit. A forked worker is a copy of the command's process, which has done all of that already.
 
 ``fork`` copies only the calling thread. Any other thread's locks and half-done work are copied

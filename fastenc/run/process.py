@@ -17,7 +17,7 @@ def skip_numba_extensions() -> None:
     For processes that run fastenc's kernels only (the CLI, the map workers): the kernels use no
     Numba extension, and Numba imports every installed one (awkward, where installed, takes
     ~0.3 s) at the first kernel it compiles or loads from the cache: start-up cost with nothing in
-    return (bench/RESULTS.md, "Session 9"). Never called on import: a user's own process keeps
+    return. Never called on import: a user's own process keeps
     its extensions. Numba keeps the "already loaded" flag in a private name; if that changes, this
     does nothing.
     """
@@ -34,7 +34,7 @@ def lean_cache_loads() -> None:
 
     Numba's ``Cache.load_overload`` calls ``target_context.refresh()`` before every load, which
     imports and registers Numba's typing and lowering registries (``numba.cpython.*``,
-    ``numba.np.linalg``, typed containers, ...): ~0.55 s of a warm CLI run on the AMD EPYC VM,
+    ``numba.np.linalg``, typed containers, ...): ~0.55 s of a warm CLI run,
     a third of it, for nothing a loaded kernel uses. Rebuilding a cached kernel needs only
     Numba's runtime (NRT) in place: its machine code is linked, not lowered again. Numba's
     own compile path (``compile_extra``) refreshes the contexts itself, so a kernel that misses
@@ -74,10 +74,9 @@ def system_arrow_pool() -> None:
     costs ~4x that of small pages on the VMs measured (2 MB pages 1.3-3.0 ms per MB, 4 kB pages
     0.4-0.65: the host backs freed memory again), and every ``--workers`` process pays it at its
     first unit: a URL worker held ~90 MB of Arrow's buffers on huge pages after one shard. With the
-    C library's allocator, in fresh processes, alternating (bench/RESULTS.md, session 37): a URL
-    worker's first shard 1.87 -> 1.67 s (system time 0.43 -> 0.20 s), a gpt2 worker's first file
-    2.16 -> 2.03 s; later units level. Arrow's buffers are read front to back, where huge pages
-    save little.
+    C library's allocator a worker's first unit took less system time, later units level
+    (bench/RESULTS.md, "A worker's first unit, mimalloc against the C library's allocator").
+    Arrow's buffers are read front to back, where huge pages save little.
 
     For processes that run fastenc only (the CLI, its workers), like the Numba settings here; a
     user's own choice (``ARROW_DEFAULT_MEMORY_POOL``) is kept. Where pyarrow is not imported yet,
@@ -126,17 +125,15 @@ def keep_freed_memory() -> None:
     NumPy asks for transparent huge pages for the data of every array of 4 MB or more. On a heap
     that advice spreads: the heap grows into the advised region, and Arrow's buffers then land on
     huge pages too, whose first touch costs several times that of small pages on the VMs measured
-    (~5 ms against ~0.45 a MB where the host backs the memory again; bench/RESULTS.md, "Session 41";
+    (where the host backs the memory again; bench/RESULTS.md, "Fresh memory: ~0.45 ms a MB on 4 kB pages ...";
     ``system_arrow_pool``): a worker's first unit took 0.3 s more system time. So NumPy's advice is
     turned off as well. The tables whose random reads want huge pages
     (the piece caches, the URL recipe's shard-wide arrays) ask for them themselves
     (``fastenc.memory.huge_array``), in mappings of their own.
 
-    Together (``bench/scale_timeline.py --plan 1core``, one core, 8 units; bench/RESULTS.md,
-    "Session 40"): URLs (1.03 M a shard) 11.15 -> 9.62 s, later shards 1.23-1.43 -> 1.09-1.14 s
-    with 0.6-4 k page faults each instead of 19-39 k, the first shard level (1.79 -> 1.84); gpt2
-    (13,252 documents a file) 13.05 -> 12.25 s, its first file 2.35 -> 1.79 s. The cost: the
-    process keeps its peak heap until it exits, and that peak was 20-35 MB higher (~500 MB runs).
+    Together (``bench/scale_timeline.py --plan 1core``; bench/RESULTS.md, "Landed: the CLI and its workers
+    keep freed memory for the next unit"): later units fault in a fraction of the pages. The cost: the
+    process keeps its peak heap until it exits, a few percent higher.
 
     For processes that run fastenc only (the CLI, its workers); a user's own ``MALLOC_*``,
     ``GLIBC_TUNABLES`` or ``NUMPY_MADVISE_HUGEPAGE`` settings are kept. Elsewhere than glibc the

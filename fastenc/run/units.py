@@ -128,7 +128,7 @@ class WorkDir:
         a spill is trusted only once its files match the sizes and xxh3 digests of its manifest
         (``finished``, and the reduce's reads), so a write that a crash of the machine lost costs a
         redone unit, never a wrong output. Its fsyncs were 11% of a one-worker gpt2 run's map and,
-        with two workers, queued on the disk together (bench/RESULTS.md, session 17). The final
+        with two workers, queued on the disk together. The final
         output's stage stays durable."""
         return staging.Stage(self.dir / staging.temp_name(self.unit_dir(i).name), durable=False)
 
@@ -237,8 +237,8 @@ def map_units(task: Callable[[int], object], todo: Sequence[int], *, workers: in
     ``workers - 1`` started ones (forked where that is safe, else spawned: ``fastenc.run.forking``).
 
     This process is one of the workers because it is already started (Python, pyarrow, Numba
-    and the vocabulary loaded), where a spawned worker spends ~1-2 CPU-s getting there
-    (bench/RESULTS.md, "Session 9"). Every worker takes the next unit from the front of ``todo``
+    and the vocabulary loaded), where a spawned worker spends ~1-2 CPU-s getting there.
+    Every worker takes the next unit from the front of ``todo``
     (each started worker gets its first one before this process starts on any), so units finish
     roughly in input order and a streamed reduce (``sink``) follows close behind.
 
@@ -574,7 +574,7 @@ def read_blocks(path: Path, csum, itemsize: int, block_items: int = 8 << 20):
 
     The file is memory-mapped, not read into a buffer: the reduce copies every spilled byte
     once, into its part, instead of twice (a buffer per spill also meant fresh memory for each,
-    which this project's VMs fill slowly: bench/RESULTS.md, "Session 9")."""
+    which VMs fill slowly)."""
     import mmap
 
     import numpy as np

@@ -90,9 +90,8 @@ from fastenc.recipes.gpt2.verify import verify_output  # noqa: F401  (re-export:
 #: need multipart. Every part is also verified as it closes, so this bounds that cost too.
 DEFAULT_PART_TOKENS = 1 << 28
 #: Read batches of 8 MB, not 32: the reader thread hands the first one over in ~17 ms, not ~125
-#: (a 54 MB file), and a batch and its ids stay in the CPU caches between decode and encode: the
-#: 8-file bench (bench_scale.py --only gpt2 --doc-copies 4) ran in 3.3 s instead of 4.1-4.4 in one
-#: process (bench/RESULTS.md, session 14). The output does not depend on it.
+#: (a 54 MB file), and a batch and its ids stay in the CPU caches between decode and encode
+#: (bench/RESULTS.md, "Issue 11: 8 MiB read batches for the gpt2 recipe"). The output does not depend on it.
 DEFAULT_BATCH_BYTES = 8 << 20
 DEFAULT_DECODE_EVERY = 1000
 DEFAULT_COUNT_COLUMN = "gpt2_tokens"
@@ -215,7 +214,7 @@ def plan_gpt2(inputs, out_dir, *, column=None, buckets=None, part_tokens: int = 
     ``fastenc.datatrove`` steps share it, so that they agree on the request)."""
     _check_options(part_tokens, decode_every, batch_bytes, workers)
     kept = parse_buckets(buckets)
-    enc, fmt = _load_encoding(encoding, pattern)
+    enc, fmt = load_encoding(encoding, pattern)
     _ENCODINGS[(fmt.tokenizer, pattern)] = (enc, fmt)  # loaded once per process
     if fmt.tokenizer != TOKENIZER and count_column == DEFAULT_COUNT_COLUMN:
         count_column = None  # gpt2_tokens counts GPT-2 tokens: it cannot check another encoding
@@ -229,7 +228,7 @@ def plan_gpt2(inputs, out_dir, *, column=None, buckets=None, part_tokens: int = 
                 count_column)
 
 
-def _load_encoding(encoding: str, pattern: str | None):
+def load_encoding(encoding: str, pattern: str | None):
     """(Encoder, TokenFormat) for ``--encoding``: a built-in name, or a file path (made absolute,
     so that ``verify`` finds it from anywhere)."""
     import fastenc
@@ -320,7 +319,7 @@ def map_unit(job: _Job, i: int) -> dict:
     """Encode input file ``i`` into its spill (``fastenc.run.units``); returns its tally and samples."""
     key = (job.encoding, job.pattern)
     if key not in _ENCODINGS:
-        _ENCODINGS[key] = _load_encoding(job.encoding, job.pattern)
+        _ENCODINGS[key] = load_encoding(job.encoding, job.pattern)
     enc, fmt = _ENCODINGS[key]
     return run_unit(WorkDir(job.out, job.request), i, lambda stage: _encode_file(job, i, enc, fmt, stage))
 
@@ -334,9 +333,9 @@ def _encode_file(job: _Job, si: int, enc, fmt, stage) -> dict:
     is_kept[job.kept] = True
     reader = Prefetch(iter_source([src.infos[si]], [src.count_columns[si]], job.batch_bytes, job.skip_nulls),
                       name="fastenc-gpt2-reader")
-    # A batch's runs are spilled on a thread while the next batch is encoded: one process on every
-    # core, 7.58 -> 7.05 s for docs x 16 (1 x 1 8.58 -> 7.85), bench/RESULTS.md, session 30. Not in
-    # one of several --workers: there the cores are the other workers', and the hand-offs cost ~1%.
+    # A batch's runs are spilled on a thread while the next batch is encoded, so one process keeps every
+    # core busy (bench/RESULTS.md, "One process: a batch's runs spilled on a thread while the next batch is
+    # encoded"). Not in one of several --workers: there the cores are the other workers', and the hand-offs cost.
     spilled = Behind("fastenc-gpt2-spill", inline=one_of_many())
     try:
         for _, batch, expected, invalid_utf8 in reader:
@@ -383,7 +382,7 @@ class _Reduce:
     the parts' closing re-reads run while the disk writes it. The buckets are independent files: each unit's
     buckets, and the parts' closing checks at the end, run on a thread per core
     (``each_on_threads``): what is left after the map (the last units' reduce, closing and
-    re-reading every part) then uses every core instead of one (bench/RESULTS.md, session 29)."""
+    re-reading every part) then uses every core instead of one."""
 
     def __init__(self, run, work, kept, part_tokens: int, ctx: dict, n_units: int):
         self.work, self.kept, self.n_units = work, kept, n_units

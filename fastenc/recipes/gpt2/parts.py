@@ -67,9 +67,8 @@ class _Part:
 
 
 #: A bucket's spill is appended one run of documents at a time (a few kB each): through a buffer
-#: of 1 MB the kernel gets 1 MB writes, which the page cache holds in large folios. Deleting the
-#: spills after publication then took half the time (16 copies of docs.parquet in 8 files, 2
-#: workers, 121 spill files: 0.15-0.20 s -> 0.07-0.10 s; bench/RESULTS.md, session 28).
+#: of 1 MB the kernel gets 1 MB writes, which the page cache holds in large folios: deleting the
+#: spills after publication then takes about half the time.
 SPILL_BUFFER = 1 << 20
 
 

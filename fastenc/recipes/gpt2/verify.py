@@ -185,11 +185,11 @@ def _recorded_encoding(summary: dict, problems: list):
     """The encoder and ``TokenFormat`` summary.json names (gpt2 for outputs from before
     ``--encoding``), loaded the same way the run loaded it; (None, None) if it cannot be."""
     from fastenc.errors import FastencError
-    from fastenc.recipes.gpt2 import _load_encoding
+    from fastenc.recipes.gpt2 import load_encoding
 
     name = summary.get("tokenizer", TOKENIZER)
     try:
-        enc, fmt = _load_encoding(name, summary.get("tokenizer_pattern"))
+        enc, fmt = load_encoding(name, summary.get("tokenizer_pattern"))
     except FastencError as exc:
         problems.append(f"summary.json names the encoding {name!r}, which cannot be loaded: {exc}")
         return None, None

@@ -107,14 +107,13 @@ from fastenc.recipes.urls.verify import verify_output  # noqa: F401  (fastenc.ve
 DEFAULT_NUM_SHARDS = 2048
 # URLs per write chunk (~1.8 MB of ids at ~28 tokens a URL). Small on purpose: the gather writes
 # into buffers that stay in the CPU's caches and are reused chunk after chunk, where a 1 M-URL
-# chunk (~56 MB) was fresh memory for every shard. The write stage of five 1 M-URL shards, one
-# core: 1.14 s with chunks of 1 M URLs, 1.04 s with 256 k, 0.57-0.64 s with 8 k-64 k
-# (bench/RESULTS.md, session 31).
+# chunk (~56 MB) was fresh memory for every shard: chunks of 8 k-64 k URLs wrote fastest (bench/RESULTS.md,
+# "URL shards: the write chunk and the zero count were fresh memory on every shard").
 DEFAULT_CHUNK_URLS = 32_768
 # URLs hashed and encoded per step of the read pass: a row group is split into slices of at most
 # this many, so that its per-step buffers (~8 MB of canonical text, ~20 MB of id slots) stay small
-# whatever the file's row groups. 8.3 M URLs on one core: in row groups of 1 M 9.85 -> 9.59 s; in
-# one row group 14.9 s and 3.96 GB peak memory -> 9.6 s and 2.15 GB (bench/RESULTS.md, session 31).
+# whatever the file's row groups: a file of one huge row group no longer doubles the peak memory
+# (bench/RESULTS.md, "URL read pass: a row group in slices of at most 131,072 URLs").
 PASS_CHUNK_URLS = 131_072
 
 __all__ = [
@@ -167,8 +166,8 @@ def _encode_pass(path: Path, column: str, enc, shard: int, num_shards: int, shar
     column_bytes = _column_bytes(pf, column)
     # Upper bounds (ids never outnumber bytes, + one 0 per URL); untouched pages cost nothing.
     # The ids on small pages: they are written once, front to back, and a huge page's first touch
-    # costs more on the VMs measured (an 8.3 M-URL shard, one core: the ids' compaction 1.01-1.11 ->
-    # 0.53 s, the hash-order gather that reads them back +0.065 s; bench/RESULTS.md, session 31).
+    # costs more on the VMs measured: the ids' compaction gains more than the hash-order gather that
+    # reads them back loses (bench/RESULTS.md, "A URL shard's ids on small pages").
     tokens = small_page_empty(column_bytes + n_rows + 1, np.uint16)
     tok_offsets = big_empty(n_rows + 1, np.int64)
     tok_offsets[0] = 0
@@ -352,7 +351,7 @@ def encode_shards(paths, out_dir: str | os.PathLike, *, workers: int = 1, thread
     for path in paths:  # every file's shard index is checked before any is encoded
         if shard is not None or options.get("shard_check", True) or shard_from_name(path) is not None:
             _check_shard_args(path, shard, options.get("num_shards", DEFAULT_NUM_SHARDS), options.get("chunk_urls", DEFAULT_CHUNK_URLS))
-    task = functools.partial(_encode_unit, [os.fspath(p) for p in paths], os.fspath(out_dir), shard, options,
+    task = functools.partial(encode_unit, [os.fspath(p) for p in paths], os.fspath(out_dir), shard, options,
                              quiet or workers > 1)
     if workers == 1 or len(paths) == 1:
         return [task(i, threads=threads) for i in range(len(paths))]
@@ -394,7 +393,7 @@ def shards_missing(paths, out_dir: str | os.PathLike, *, indices=None, shard: in
     return missing
 
 
-def _encode_unit(paths: list, out_dir: str, shard, options: dict, quiet: bool, i: int, threads: int | None = None) -> dict:
+def encode_unit(paths: list, out_dir: str, shard, options: dict, quiet: bool, i: int, threads: int | None = None) -> dict:
     """One shard (a map unit): ``encode_shard`` of ``paths[i]``; the sidecar it wrote or found."""
     return encode_shard(paths[i], out_dir, shard=shard, threads=threads, quiet=quiet, **options)
 

@@ -39,7 +39,7 @@ def _tokenizer_sources(src: Path) -> list[Path]:
     return [src]  # a tokenizer.json given as a file: only itself
 
 
-def _sha256_file(path: Path) -> str:
+def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -52,7 +52,7 @@ def _check_tokenizer_dir(out_dir: Path, sha256: str) -> bool:
     dst = out_dir / TOKENIZER_DIR / "tokenizer.json"
     if not dst.is_file():
         return False
-    have = _sha256_file(dst)
+    have = sha256_file(dst)
     if have != sha256:
         raise InputError(
             f"{dst} is another tokenizer (sha256 {have[:16]}..., this run's is {sha256[:16]}...): bins of different "

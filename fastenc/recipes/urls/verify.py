@@ -16,7 +16,7 @@ from fastenc.recipes.urls.bin import iter_decoded
 from fastenc.recipes.urls.format import (FORMAT, FORMAT_VERSION, TOKENIZER_DIR, bin_name, sidecar_name, sidecar_paths,
                                       uncommitted_bins)
 from fastenc.recipes.urls.source import read_url_column
-from fastenc.recipes.urls.tokenizer import _sha256_file
+from fastenc.recipes.urls.tokenizer import sha256_file
 
 
 def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:
@@ -40,7 +40,7 @@ def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:
     for name in uncommitted_bins(out_dir):
         problems.append(f"{name} has no sidecar (.json): an unfinished or interrupted run; rerun the recipe for that shard")
     tok_path = out_dir / TOKENIZER_DIR / "tokenizer.json"
-    tok_sha = _sha256_file(tok_path) if tok_path.is_file() else None
+    tok_sha = sha256_file(tok_path) if tok_path.is_file() else None
     if tok_sha is None:
         problems.append(f"{tok_path} is missing: the bins cannot be decoded without the tokenizer that made them")
     sources = [Path(p) for p in resolve_inputs([str(s) for s in source])] if source else []

@@ -80,7 +80,7 @@ def test_output_under_a_file_and_a_full_disk_are_one_line(tmp_path, capsys):
 def test_interrupted_exits_130_and_publishes_nothing(tmp_path, capsys):
     with faults.inject(faults.FailAt(1, KeyboardInterrupt(), ops=("rename",))):
         rc = cli.main(["bytes", str(BYTES_FIXTURE), "-o", str(tmp_path / "o"), "-q"])
-    assert rc == 130 and "interrupted; no partial output was published" in capsys.readouterr().err
+    assert rc == 130 and "interrupted (SIGINT): no partial output was published" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
 
@@ -91,7 +91,7 @@ def test_interrupted_just_after_the_commit_says_the_output_is_complete(tmp_path,
     with faults.inject(faults.FailAt(1, KeyboardInterrupt(), ops=(faults.RENAMED,))):  # a new OUT: one rename
         rc = cli.main(["urls", str(URLS_FIXTURE), "-o", str(out), "--no-shard-check", "-q"])
     err = capsys.readouterr().err.strip()
-    assert rc == 130 and err == (f"fastenc: interrupted just after {out} was published: it is complete "
+    assert rc == 130 and err == (f"fastenc: interrupted (SIGINT) just after {out} was published: it is complete "
                                  "(a rerun of the same command finds it done and tidies up)")
     assert cli.main(["verify", str(out), "-q"]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["u"]

@@ -168,6 +168,9 @@ def thread_count(n: int | None) -> Iterator[None]:
 #: finished-output check compares requests only.
 COMMAND_ENV = "FASTENC_COMMAND"
 
+#: the lock file beside ``OUT`` that a run holds (``staging.RunLock``; ``Run._lock_path``)
+RUN_LOCK_SUFFIX = ".fastenc-run.lock"
+
 
 def current_command() -> dict | None:
     try:
@@ -259,18 +262,42 @@ class Run:
         #: is staged beside it and appears by one rename (``staging.publish_new``)
         self._fresh = False
         self._committed = False
+        self._lock: staging.RunLock | None = None
 
     # -- entering: check OUT, clean up, decide ------------------------------------------------
 
     def __enter__(self) -> "Run":
         try:
-            self.done = self._prepare()
-        except OSError as exc:
-            raise output_error(exc, self.out) from exc
-        if self.done is not None and self.spec.mode == "into":  # a run killed after its commit had no card yet
-            _refresh_shared_card(self.out, self.spec.format)
-        self._set_threads()
+            try:
+                self.done = self._prepare()
+            except OSError as exc:
+                raise output_error(exc, self.out) from exc
+            if self.done is not None and self.spec.mode == "into":  # a run killed after its commit had no card yet
+                _refresh_shared_card(self.out, self.spec.format)
+            self._set_threads()
+        except BaseException:
+            self._unlock()
+            raise
         return self
+
+    def _lock_path(self) -> Path:
+        """Beside ``OUT``: one lock per output, one per shard of a shared ``OUT`` (its runs may add other shards at once)."""
+        out = Path(os.path.abspath(self.out))
+        part = "" if self.spec.mode == "folder" else "." + Path(self.spec.manifest).stem
+        return out.with_name(f"{out.name}{part}{RUN_LOCK_SUFFIX}")
+
+    def _waiting(self, pid: int | None) -> None:
+        import sys
+
+        who = f"another fastenc run (pid {pid})" if pid else "another fastenc run"
+        what = self.out if self.spec.mode == "folder" else self.out / self.spec.manifest
+        print(f"fastenc: {who} is writing {what}; waiting for it to end, then this run finds its output "
+              "or resumes its work", file=sys.stderr, flush=True)
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def _prepare(self) -> dict | None:
         out, spec = self.out, self.spec
@@ -281,12 +308,12 @@ class Run:
                 if not parent.is_dir():
                     raise InputError(f"cannot create the output {out}: {parent} is a file, not a folder; choose another -o")
                 break
-        if spec.mode == "folder":
-            out.parent.mkdir(parents=True, exist_ok=True)
-            staging.clean_stale(out.parent, out.name, spec.is_own)
-        else:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            staging.clean_stale(out.parent, out.name, spec.is_own)  # a new OUT staged by a process that is gone
+        out.parent.mkdir(parents=True, exist_ok=True)
+        # one run of this output at a time, from here to the end of the run: a second one waits
+        self._lock = staging.RunLock(self._lock_path())
+        self._lock.acquire(self._waiting)
+        staging.clean_stale(out.parent, out.name, spec.is_own)  # stages (a new OUT's too) of processes that are gone
+        if spec.mode == "into":
             if out.is_dir():
                 staging.clean_stale(out, None, spec.is_own)
             self._fresh = not out.is_dir() or not staging.has_files(out)
@@ -409,6 +436,12 @@ class Run:
     # -- leaving ------------------------------------------------------------------------------
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            return self._leave(exc_type, exc)
+        finally:
+            self._unlock()
+
+    def _leave(self, exc_type, exc) -> bool:
         if self._old_threads is not None:
             import numba
 

@@ -61,6 +61,7 @@ __all__ = [
     "publish_into",
     "publish_swap",
     "out_lock",
+    "RunLock",
     "LOCK_SUFFIX",
     "SWAP_ENV",
     "fsync_dir",
@@ -394,6 +395,73 @@ def out_lock(out: Path):
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+class RunLock:
+    """The lock one run of a request holds from its start to its end: ``flock`` on a file beside
+    ``OUT`` (``Run`` names it), so that a second run into the same ``-o`` waits for the first, then
+    finds its output published (or resumes its units), instead of writing into its work folder.
+    Advisory, and released by the kernel when its holder dies (``kill -9``): a lock is never stale.
+    The holder writes its pid into the file (for the other run's line) and deletes the file as it
+    releases it; whoever got the lock on the deleted file takes the new one instead."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._fd: int | None = None
+
+    def acquire(self, waiting: Callable[[int | None], None] | None = None) -> None:
+        """Take the lock; ``waiting(pid)`` once, before waiting, when another live process holds it."""
+        try:
+            import fcntl
+        except ImportError:  # (no flock: no lock, as before)
+            return
+        told = False
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    if waiting is not None and not told:
+                        waiting(_holder(fd))
+                        told = True
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                if _same_file_fd(fd, self.path):
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+                    self._fd = fd
+                    return
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)  # its holder deleted it as it let go: lock the file at the path now
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            if _same_file_fd(fd, self.path):
+                os.unlink(self.path)  # while held: a run waiting on this file then takes a new one
+        except OSError:
+            pass
+        finally:
+            os.close(fd)  # closing releases the lock
+
+
+def _same_file_fd(fd: int, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except OSError:
+        return False
+
+
+def _holder(fd: int) -> int | None:
+    """The pid that the lock's holder wrote into it (None if not written yet)."""
+    try:
+        return int(os.pread(fd, 32, 0).decode("ascii").strip())
+    except (OSError, ValueError):
+        return None
 
 
 def _beside(out: Path, suffix: str) -> Path:

@@ -38,7 +38,8 @@ from fastenc.errors import InputError
 from fastenc.tasks import usable_cpus
 
 # CPU seconds to compile each family from an empty cache, measured on a 2-core AMD EPYC
-# (bench/RESULTS.md, "Start-up"); only used for the "~N s" of the notice. "encoder" re-measured after
+# (bench/RESULTS.md, "Start-up"); a record only: the notice promises no time (it ranged several-fold
+# with the machine and its load, issue 63). "encoder" re-measured after
 # the hot callees were inlined into encode_text (16 -> 42 s); urls and gpt2 raised by the same 26 s.
 # Session 4's block loop and 64-byte pre-tokenizer: encode_text 42 -> ~52 s (urls, gpt2 by the same 10 s).
 # Session 5: GPT-2/URL runs no longer compile the cl100k/o200k loop (cold walls: quick start 54 -> 34 s,
@@ -597,9 +598,8 @@ def prepare(command: str, args) -> None:
     if not cold:
         return
     quiet = bool(getattr(args, "quiet", False))
-    jobs = min(2, usable_cpus())
-    seconds = sum(ESTIMATED_SECONDS[f] for f in cold) / (1.6 if jobs > 1 else 1.0)
-    notice = (f"fastenc: compiling kernels (first run on this machine, ~{max(5, round(seconds, -1)):.0f} s); "
+    # no time is promised: it depends on the CPU and on what else runs on it
+    notice = ("fastenc: compiling kernels (first run on this machine; a one-time cost, with a progress bar); "
               "they are cached for later runs (`fastenc warmup` does this ahead of time)")
     if command == "verify":  # nothing to run the verify kernels on beforehand: say it, go on
         if not quiet:

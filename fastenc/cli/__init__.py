@@ -13,7 +13,8 @@ import sys
 # the lightweight commands do not pay for importing numba.
 SUBCOMMANDS = {
     "urls": ("fastenc.cli.urls", "URL parquet shard(s) -> xxh3-ordered uint16 token bin + sidecar"),
-    "gpt2": ("fastenc.cli.gpt2", "documents -> GPT-2 uint16 bins bucketed by token length"),
+    "gpt2": ("fastenc.cli.gpt2", "documents -> token bins bucketed by token length (GPT-2 by default; uint16 ids, "
+             "uint32 where the vocabulary needs it, e.g. o200k_base)"),
     "bytes": ("fastenc.cli.bytes", "documents -> raw UTF-8 uint8 shards with 0xFE separators"),
     "verify": ("fastenc.cli.verify", "re-check a finished output directory from its files alone (and against its source)"),
     "decode": ("fastenc.cli.decode", "print the documents (or URLs) stored in any fastenc output, a directory or one bin"),
@@ -25,9 +26,10 @@ SUBCOMMANDS = {
 EPILOG = """\
 A bare path ending in .parquet runs the 'urls' recipe: fastenc part-00042.parquet -o OUT
 
-Shared flags: -o/--out DIR, -t/--tokenizer, --column, --threads, --batch-bytes, -q/--quiet, --json.
+Each command's own flags: fastenc COMMAND --help.
 Exit status: 0 ok; 1 bad input or environment (named in one line), or a failed check;
-2 usage error; 130 interrupted (nothing is published: every output appears in one step).
+2 usage error; 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM (nothing partial is
+published: every output appears in one step; a rerun of the same command resumes).
 """
 
 

@@ -449,6 +449,26 @@ class RunLock:
             os.close(fd)  # closing releases the lock
 
 
+def clean_locks(directory: Path, prefix: str, suffix: str) -> None:
+    """Delete the ``RunLock`` files ``<prefix>*<suffix>`` in ``directory`` that no live process
+    holds (a worker killed while it held one leaves the file; the lock itself died with it)."""
+    for p in sorted(directory.glob(f"{prefix}*{suffix}")):
+        lock = RunLock(p)
+        try:
+            fd = os.open(p, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (ImportError, OSError):  # held: a live run's
+            os.close(fd)
+            continue
+        lock._fd = fd
+        lock.release()
+
+
 def _same_file_fd(fd: int, path: Path) -> bool:
     try:
         return os.path.samestat(os.fstat(fd), os.stat(path))

@@ -367,13 +367,16 @@ def encode_shards(paths, out_dir: str | os.PathLike, *, workers: int = 1, thread
 
 
 def _tidy(out: Path) -> None:
-    """After a stopped map (its workers are gone): their temporaries beside and in ``OUT``."""
+    """After a stopped map (its workers are gone): their temporaries beside and in ``OUT``, and the
+    files of the shard locks they held."""
     from fastenc.run import staging
+    from fastenc.run.lifecycle import RUN_LOCK_SUFFIX
 
     out = Path(os.path.abspath(out))
     try:
         staging.clean_stale(out.parent, out.name)
         staging.clean_stale(out)
+        staging.clean_locks(out.parent, out.name + ".", RUN_LOCK_SUFFIX)  # the shard locks of the stopped workers
     except OSError:  # (a failed clean-up must not hide why the run stopped; a rerun cleans up too)
         pass
 

@@ -3,14 +3,17 @@ Kubernetes, Ray) alike, and never silently.
 
 ``install()`` is the first thing ``python -m fastenc`` and the ``fastenc`` script do, before any
 slow import (numba, pyarrow), so a signal during start-up is one line and an exit status, never a
-traceback. The first signal raises ``Interrupted`` (a ``KeyboardInterrupt``) in the main thread:
+traceback. (Only the interpreter's own start-up comes before it, tens of milliseconds, where
+Python's default handling applies.) The first signal raises ``Interrupted`` (a ``KeyboardInterrupt``) in the main thread:
 every clean-up that runs on Ctrl-C runs on SIGTERM too (the map's workers are stopped, this run's
 temporaries removed, finished units kept for a rerun), then ``fastenc.cli.main`` prints one line
 and exits 128 + the signal's number (130 for SIGINT, 143 for SIGTERM). A second signal exits at
 once: the workers die with this process (``fastenc.run.units``), and the next run deletes the
 temporaries of processes that are gone.
 
-Python drops an exception raised where no caller can receive it (a ctypes callback, the
+An interrupt that lands inside an import waits until the import is done (an exception there can
+leave a module half made, or be turned into an ImportError by a C extension). Python drops an
+exception raised where no caller can receive it (a ctypes callback, the
 ``os.register_at_fork`` hooks that a fork runs): a Ctrl-C handled there was lost and the run went
 on. ``Interrupted`` is raised again from there a moment later (``_unraisable``), the signal is
 recorded (``received()``, checked once more when the command returns), and ``fastenc.run.units``
@@ -64,42 +67,59 @@ def _write(text: str) -> None:
 
 def _handler(signum, frame) -> None:
     global _received, _again
-    again = False
-    if signum == getattr(signal, "SIGALRM", None):  # the timer of ``_unraisable``
+    if signum == getattr(signal, "SIGALRM", None):  # the timer of ``_later``: the first signal, raised now
         if not _again:
             return
-        again = True
-    elif _again:  # a signal before that timer: it raises the first one's exception now
-        again = True
-    if again:
         _again = False
         signum = _received
-    if _finishing:  # main() has returned: only the interpreter's exit is left
-        os._exit(exit_code(signum))
-    if _received is not None and not again:
+    elif _received is not None:  # a second signal
+        if _finishing:
+            os._exit(exit_code(_received))
         _write(f"\nfastenc: interrupted again ({signal_name(signum)}): stopped at once; a rerun of the same command "
                "deletes what this run left and resumes\n")
         os._exit(exit_code(signum))
     _received = signum
+    if _finishing:  # main() has returned: only the interpreter's exit is left
+        os._exit(exit_code(signum))
+    if _importing(frame) and _later():
+        return
     raise Interrupted(signum)
 
 
+def _importing(frame) -> bool:
+    """Whether the main thread is inside an import. An exception raised there can leave a module
+    half made (numba's, seen as an AttributeError later) or be turned into another one (NumPy's C
+    extension reports an ImportError): the interrupt waits until the import is done."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _later() -> bool:
+    """Raise the first signal's ``Interrupted`` a moment later, from a timer (SIGALRM); False where
+    there is no timer (then it is raised now)."""
+    global _again
+    if not hasattr(signal, "setitimer"):
+        return False
+    _again = True
+    signal.signal(signal.SIGALRM, _handler)
+    signal.setitimer(signal.ITIMER_REAL, _AGAIN_AFTER)
+    return True
+
+
 _again = False
-_AGAIN_AFTER = 0.01  # seconds: long enough for the code that dropped the exception to return
+_AGAIN_AFTER = 0.01  # seconds: a moment for the import, or the code that dropped the exception, to return
 
 
 def _unraisable(info) -> None:
     """``sys.unraisablehook``: Python drops an exception raised where no caller can get it (a
     ctypes callback, such as the one llvmlite calls as Numba loads a kernel; a fork's hooks; a
     ``__del__``), and prints it with a traceback. Our ``Interrupted`` is not printed; it is raised
-    again a moment later, from a timer (SIGALRM), in the code that runs then."""
-    global _again
-    if not isinstance(info.exc_value, Interrupted) or not hasattr(signal, "setitimer"):
+    again a moment later (``_later``), in the code that runs then."""
+    if not isinstance(info.exc_value, Interrupted) or not _later():
         _default_unraisable(info)
-        return
-    _again = True
-    signal.signal(signal.SIGALRM, _handler)
-    signal.setitimer(signal.ITIMER_REAL, _AGAIN_AFTER)
 
 
 _default_unraisable = sys.unraisablehook

@@ -198,13 +198,14 @@ def _trial(recipe, sig, when: float, group: bool, inputs, reference, root: Path)
     _rerun_is_identical(recipe, inputs, out, reference)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: signal.Signals(s).name)
+# (SIGKILL: test_workers_die_with_a_killed_parent here, and the slow loop at random moments)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: signal.Signals(s).name)
 @pytest.mark.parametrize("recipe", list(EXTRA))
 def test_a_signal_at_a_random_moment_then_a_plain_rerun(recipe, sig, inputs, reference, tmp_path):
     rng = random.Random(f"{SEED}-{recipe}-{sig}")
     when, group = rng.uniform(0.0, 1.1), rng.random() < 0.5
     try:
-        _trial(recipe, sig, when, group and sig != signal.SIGKILL, inputs, reference, tmp_path)
+        _trial(recipe, sig, when, group, inputs, reference, tmp_path)
     except AssertionError as exc:
         raise AssertionError(f"FASTENC_STOP_SEED={SEED}, at {when:.2f} of a run: {exc}") from exc
 
@@ -289,7 +290,7 @@ AT_FORK = textwrap.dedent("""
         if pid == 0:
             os._exit(0)
         os.waitpid(pid, 0)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 1  # (re-raised after 0.01 s; 1 s without it means lost)
         while time.monotonic() < deadline:
             sum(range(1000))
         print("lost")

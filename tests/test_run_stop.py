@@ -313,6 +313,30 @@ def test_the_unguarded_fork_drops_the_signal():
     assert proc.stdout.strip() == "lost" and "Exception ignored" in proc.stderr, proc.stdout + proc.stderr
 
 
+SECOND = textwrap.dedent("""
+    import os, signal, sys
+    from fastenc.cli import stop
+    stop.install()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        while True:
+            pass
+    except KeyboardInterrupt as exc:
+        print("first", type(exc).__name__, flush=True)
+        os.kill(os.getpid(), int(sys.argv[1]))  # during the clean-up of the first one
+        while True:
+            pass
+""")
+
+
+@pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGTERM], ids=lambda s: signal.Signals(s).name)
+def test_a_second_signal_stops_at_once(second):
+    proc = subprocess.run([sys.executable, "-c", SECOND, str(int(second))], capture_output=True, text=True, timeout=60, cwd=REPO)
+    name = signal.Signals(second).name
+    assert proc.returncode == 128 + second and proc.stdout == "first Interrupted\n", proc
+    assert proc.stderr.strip().startswith(f"fastenc: interrupted again ({name}): stopped at once") and "Traceback" not in proc.stderr
+
+
 def _watch_pair(a: subprocess.Popen, b: subprocess.Popen) -> tuple[set, set]:
     """Both runs to their end; the pids seen in each one's session meanwhile."""
     seen_a, seen_b = set(), set()

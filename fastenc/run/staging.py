@@ -417,7 +417,12 @@ class RunLock:
             return
         told = False
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                if exc.errno in _NO_LOCK:  # e.g. a finished output on a read-only mount: its rerun has nothing to write
+                    return
+                raise
             try:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -426,6 +431,11 @@ class RunLock:
                         waiting(_holder(fd))
                         told = True
                     fcntl.flock(fd, fcntl.LOCK_EX)
+                except OSError as exc:
+                    if exc.errno not in _NO_LOCK:  # a file system without flock (some NFS): no lock, as before
+                        raise
+                    os.close(fd)
+                    return
                 if _same_file_fd(fd, self.path):
                     os.ftruncate(fd, 0)
                     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
@@ -447,6 +457,11 @@ class RunLock:
             pass
         finally:
             os.close(fd)  # closing releases the lock
+
+
+#: where a run goes on without its lock: the folder cannot be written (a rerun of a finished output
+#: on a read-only mount must still say "nothing to do"), or the file system has no flock
+_NO_LOCK = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 
 
 def clean_locks(directory: Path, prefix: str, suffix: str) -> None:

@@ -16,6 +16,10 @@ thread count, and turns an OSError of the output side (disk full, permission, re
 system) into one ``OutputError`` line. An exception that arrives after the commit (Ctrl-C just
 after the rename) leaves the published output as it is and says so (``InterruptedAfterPublish``).
 
+One run of an output at a time: ``Run`` holds a lock beside ``OUT`` (``staging.RunLock``; one per
+shard of a shared ``OUT``) from its checks to its end, so a second run into the same ``-o`` waits,
+then finds the output done, resumes the units, or is refused as another request.
+
 ``OUT`` shared by many units (``mode="into"``, urls) but holding no file yet is created by this
 run: it is staged whole beside ``OUT`` and appears by one rename, like a folder output. Once it
 exists, each later unit is staged beside it too and, under the writers' lock
@@ -291,8 +295,7 @@ class Run:
 
         who = f"another fastenc run (pid {pid})" if pid else "another fastenc run"
         what = self.out if self.spec.mode == "folder" else self.out / self.spec.manifest
-        print(f"fastenc: {who} is writing {what}; waiting for it to end, then this run finds its output "
-              "or resumes its work", file=sys.stderr, flush=True)
+        print(f"fastenc: {who} is writing {what}; this run waits for it to end", file=sys.stderr, flush=True)
 
     def _unlock(self) -> None:
         if self._lock is not None:

@@ -261,6 +261,8 @@ class Run:
         self.done: dict | None = None
         self.stats = Stats()
         self._stage: staging.Stage | None = None
+        #: the stage's path, known before it is made: a signal can land between its mkdir and ``_stage``
+        self._stage_path: Path | None = None
         self._old_threads: int | None = None
         #: "into" mode, and ``out`` holds no file yet: this run creates it, so the whole folder
         #: is staged beside it and appears by one rename (``staging.publish_new``)
@@ -368,7 +370,8 @@ class Run:
         if self._stage is None:
             # beside OUT, never in it: a shared OUT is replaced by a rebuilt folder (publish_swap)
             out = Path(os.path.abspath(self.out)) if self.spec.mode == "into" else self.out
-            self._stage = staging.Stage(out.with_name(staging.temp_name(out.name)))
+            self._stage_path = out.with_name(staging.temp_name(out.name))
+            self._stage = staging.Stage(self._stage_path)
         return self._stage
 
     def publish(self, manifest: dict) -> None:
@@ -454,6 +457,8 @@ class Run:
         if self._stage is not None:
             self._stage.discard()
             self._stage = None
+        elif self._stage_path is not None and not self._committed:
+            staging._remove(self._stage_path)
         if self._committed:
             _after_commit_error(exc, self.out)
         if isinstance(exc, OSError) and not isinstance(exc, OutputError) and self._is_output_side(exc):

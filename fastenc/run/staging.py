@@ -690,12 +690,26 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
 
 
-def clean_stale(directory: Path, prefix: str | None = None, is_own: Callable[[str], bool] = lambda name: True) -> list[Path]:
+def _zombie(pid: int) -> bool:
+    """A process that has exited but is not reaped yet: its pid answers, its temporaries are
+    orphans (a killed worker waits for init to reap it, which took up to 2 s on some machines)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read()
+    except OSError:  # (no /proc: not Linux, or gone now)
+        return False
+    return text[text.rindex(b")") + 2:][:1] in (b"Z", b"X")
+
+
+def clean_stale(directory: Path, prefix: str | None = None, is_own: Callable[[str], bool] = lambda name: True,
+                ours: bool = False) -> list[Path]:
     """Delete the temporaries in ``directory`` left by processes that are gone (``kill -9``,
     power loss): ``<prefix>.tmp-<pid>-<hex>`` staging folders and files (any prefix when None).
+    ``ours``: this process's own too (a stopped run, once nothing of it writes there any more:
+    a signal can land between a stage's mkdir and the line that records it).
 
     ``<prefix>.old-<pid>-<hex>`` (an output renamed aside by ``publish_folder``) is put back as
     ``<prefix>`` when the commit never happened, else finished as after a commit. Returns the
@@ -706,7 +720,8 @@ def clean_stale(directory: Path, prefix: str | None = None, is_own: Callable[[st
         return done
     for p in sorted(directory.iterdir()):
         m = _TEMP_RE.search(p.name)
-        if not m or (prefix is not None and p.name[: m.start()] != prefix) or _pid_alive(int(m.group(2))):
+        pid = int(m.group(2)) if m else 0
+        if not m or (prefix is not None and p.name[: m.start()] != prefix) or (_pid_alive(pid) and not (ours and pid == os.getpid())):
             continue
         if m.group(1) in ("tmp", "swap"):  # a swap folder is never put back: OUT is complete either way
             _remove(p)

@@ -174,7 +174,7 @@ class WorkDir:
                 self.remove()
             else:
                 with contextlib.suppress(OSError):  # (a failed clean-up must not hide why the run stopped)
-                    staging.clean_stale(self.dir)
+                    staging.clean_stale(self.dir, ours=True)
         return False
 
     def remove_if_same(self) -> None:

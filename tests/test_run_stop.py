@@ -381,3 +381,23 @@ def test_two_runs_into_one_out_one_publishes_the_other_says_so(recipe, inputs, r
 def test_two_runs_into_one_out_repeated(recipe, inputs, reference, tmp_path):
     for k in range(int(os.environ.get("FASTENC_STOP_TRIALS", "24")) // 3):
         _two_runs_into_one_out(recipe, inputs, reference, tmp_path / f"t{k}")
+
+
+def test_the_temporaries_of_an_unreaped_dead_process_are_stale(tmp_path):
+    """A killed worker stays a zombie until init reaps it (up to 2 s on some machines); its pid still
+    answers ``kill(pid, 0)``, but a rerun must delete its stage all the same."""
+    from fastenc.run import staging
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    try:
+        assert _await(lambda: (_stat(pid) or ["Z"])[0] == "Z", 10)
+        stage = tmp_path / f"out.tmp-{pid}-0123abcd"
+        stage.mkdir()
+        mine = tmp_path / f"out.tmp-{os.getpid()}-0123abcd"
+        mine.mkdir()
+        assert staging.clean_stale(tmp_path, "out") == [stage] and mine.exists()
+        assert staging.clean_stale(tmp_path, "out", ours=True) == [mine]
+    finally:
+        os.waitpid(pid, 0)

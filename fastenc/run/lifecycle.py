@@ -459,6 +459,12 @@ class Run:
             self._stage = None
         elif self._stage_path is not None and not self._committed:
             staging._remove(self._stage_path)
+        if self.spec.mode == "folder" and not self._committed:
+            # every temporary of this process beside OUT is this run's (the lock keeps any other
+            # run of OUT out, in this process too): none outlives a stopped run
+            out = Path(os.path.abspath(self.out))
+            with contextlib.suppress(OSError):
+                staging.clean_stale(out.parent, out.name, self.spec.is_own, ours=True)
         if self._committed:
             _after_commit_error(exc, self.out)
         if isinstance(exc, OSError) and not isinstance(exc, OutputError) and self._is_output_side(exc):

@@ -608,8 +608,9 @@ def publish_swap(stage: Stage, out: Path, manifest: str, shared: Iterable[str] =
     stage.finish()
     out = Path(os.path.abspath(out))  # ``-o .``: after the exchange "." is the old folder
     swap, ours = None, set()
+    swap_path = out.with_name(temp_name(out.name, "swap"))  # (known before its mkdir, which a signal can follow)
     try:
-        swap = Stage(out.with_name(temp_name(out.name, "swap")))
+        swap = Stage(swap_path)
         ours = _fill_swap(stage, swap, out, manifest, set(shared), {manifest, *replaced})
         if before_commit is not None:
             before_commit(swap)
@@ -618,8 +619,7 @@ def publish_swap(stage: Stage, out: Path, manifest: str, shared: Iterable[str] =
         _exchange(swap.dir, out)  # the commit
     except BaseException as exc:
         if swap is None or not _same_file(out / manifest, stage.dir / manifest):  # not committed
-            if swap is not None:
-                _remove(swap.dir)
+            _remove(swap_path)
             if isinstance(exc, OSError) and exc.errno in _NO_SWAP:
                 return False
             raise

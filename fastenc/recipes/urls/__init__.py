@@ -374,8 +374,10 @@ def _tidy(out: Path) -> None:
 
     out = Path(os.path.abspath(out))
     try:
-        staging.clean_stale(out.parent, out.name)
-        staging.clean_stale(out)
+        # (this process's own too: the map is over, and a signal can land between a stage's mkdir
+        # and the line that records it)
+        staging.clean_stale(out.parent, out.name, ours=True)
+        staging.clean_stale(out, ours=True)
         staging.clean_locks(out.parent, out.name + ".", RUN_LOCK_SUFFIX)  # the shard locks of the stopped workers
     except OSError:  # (a failed clean-up must not hide why the run stopped; a rerun cleans up too)
         pass

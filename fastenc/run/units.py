@@ -98,12 +98,15 @@ class WorkDir:
 
     def _create(self) -> None:
         tmp = self.dir.with_name(staging.temp_name(self.dir.name))
-        stage = staging.Stage(tmp)
+        stage = None
         try:
+            stage = staging.Stage(tmp)
             stage.write_json(REQUEST, self.request)
             stage.finish()
-        except BaseException:  # (a signal here too: no temporary of this run is left behind)
-            stage.discard()
+        except BaseException:  # (a signal here too, even right after the mkdir: no temporary is left behind)
+            if stage is not None:
+                stage.discard()
+            staging._remove(tmp)
             raise
         try:
             os.rename(tmp, self.dir)

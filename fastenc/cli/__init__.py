@@ -140,7 +140,10 @@ def console_main() -> None:
     import os
 
     stop.install()
-    code = main()
+    try:
+        code = main()
+    except KeyboardInterrupt:  # a signal in main()'s last lines, after its own handlers
+        code = _interrupted()
     stop.finishing()  # a signal from here on ends the process at once
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):

@@ -161,7 +161,7 @@ def _stop_and_check(proc: subprocess.Popen, sig: int, group: bool, out: Path, re
             assert len(lines) == 1 and lines[0].startswith(f"fastenc: interrupted ({name})") and "rerun" in lines[0], err
         else:
             assert (out / ("summary.json" if recipe == "gpt2" else "meta.json")).exists() or recipe == "urls", err
-        assert _temporaries(out.parent) == [], "a graceful stop deletes this run's temporaries"
+        assert _temporaries(out.parent) == [], f"a graceful stop deletes this run's temporaries (command pid {proc.pid}): {err}"
     if out.exists():  # nothing under the final name before it is complete (urls: each shard complete)
         assert cli.main(["verify", str(out), "-q"]) == 0
     return proc.returncode, err

@@ -6,7 +6,8 @@ traceback, and exits with its ``exit_code``:
 - 1: bad input or environment (a missing file or column, nulls, a damaged parquet page, a
   tokenizer.json fastenc cannot encode, a full disk, no permission), or a failed check;
 - 2: a usage error (a bad option value; argparse's own errors exit 2 too);
-- 130: interrupted (Ctrl-C); nothing is published (docs/atomic-output.md).
+- 130: interrupted by SIGINT (Ctrl-C), 143 by SIGTERM; nothing partial is published
+  (docs/atomic-output.md, ``fastenc.cli.stop``).
 
 Anything else is a bug in fastenc and prints a traceback.
 """

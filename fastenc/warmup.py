@@ -37,9 +37,9 @@ from pathlib import Path
 from fastenc.errors import InputError
 from fastenc.tasks import usable_cpus
 
-# CPU seconds to compile each family from an empty cache on 2 cores, only used for the "~N s" of the
-# notice; re-measure with bench/bench_startup.py when a kernel change moves them (bench/RESULTS.md,
-# "Start-up"). "wide" is the cl100k/o200k loop alone, which GPT-2 and URL runs do not compile.
+# CPU seconds to compile each family from an empty cache on 2 cores: a record only, the notice promises no
+# time (it ranges several-fold with the machine and its load); bench/RESULTS.md, "Start-up".
+# "wide" is the loop of vocabularies past 65,535 ids and of split patterns, which GPT-2 and URL runs do not compile.
 ESTIMATED_SECONDS = {"encoder": 16, "urls": 18, "gpt2": 16, "bytes": 2, "wide": 27}
 
 WIDE_BUILTINS = ("cl100k_base", "o200k_base")  # ids above 65,535: the "wide" family
@@ -601,9 +601,8 @@ def prepare(command: str, args) -> None:
     if not cold:
         return
     quiet = bool(getattr(args, "quiet", False))
-    jobs = min(2, usable_cpus())
-    seconds = sum(ESTIMATED_SECONDS[f] for f in cold) / (1.6 if jobs > 1 else 1.0)
-    notice = (f"fastenc: compiling kernels (first run on this machine, ~{max(5, round(seconds, -1)):.0f} s); "
+    # no time is promised: it depends on the CPU and on what else runs on it
+    notice = ("fastenc: compiling kernels (first run on this machine; a one-time cost, with a progress bar); "
               "they are cached for later runs (`fastenc warmup` does this ahead of time)")
     if command == "verify":  # nothing to run the verify kernels on beforehand: say it, go on
         if not quiet:

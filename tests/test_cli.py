@@ -1,5 +1,6 @@
 """The command line a new user meets (issue 10): one-line errors with documented exit codes
-(1 input/environment, 2 usage, 130 interrupted), one flag vocabulary, decode for every format."""
+(1 input/environment, 2 usage, 130 interrupted, 143 stopped by SIGTERM), one flag vocabulary, decode
+for every format."""
 from __future__ import annotations
 
 import errno
@@ -80,7 +81,7 @@ def test_output_under_a_file_and_a_full_disk_are_one_line(tmp_path, capsys):
 def test_interrupted_exits_130_and_publishes_nothing(tmp_path, capsys):
     with faults.inject(faults.FailAt(1, KeyboardInterrupt(), ops=("rename",))):
         rc = cli.main(["bytes", str(BYTES_FIXTURE), "-o", str(tmp_path / "o"), "-q"])
-    assert rc == 130 and "interrupted; no partial output was published" in capsys.readouterr().err
+    assert rc == 130 and "interrupted (SIGINT): no partial output was published" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
 
@@ -91,7 +92,7 @@ def test_interrupted_just_after_the_commit_says_the_output_is_complete(tmp_path,
     with faults.inject(faults.FailAt(1, KeyboardInterrupt(), ops=(faults.RENAMED,))):  # a new OUT: one rename
         rc = cli.main(["urls", str(URLS_FIXTURE), "-o", str(out), "--no-shard-check", "-q"])
     err = capsys.readouterr().err.strip()
-    assert rc == 130 and err == (f"fastenc: interrupted just after {out} was published: it is complete "
+    assert rc == 130 and err == (f"fastenc: interrupted (SIGINT) just after {out} was published: it is complete "
                                  "(a rerun of the same command finds it done and tidies up)")
     assert cli.main(["verify", str(out), "-q"]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["u"]
@@ -199,6 +200,30 @@ def test_help_names_the_shared_flags_and_exit_codes(capsys):
         text = capsys.readouterr().out
         for flag in ("--column NAME", "--skip-nulls", "--workers", "--overwrite"):
             assert flag in text, (command, flag)
+        assert ("--tokenizer" in text) == (command != "bytes"), command  # as README.md says
+
+
+def test_help_and_messages_say_what_is_true(tmp_path, capsys, monkeypatch):
+    """Issue 63, item 7: no shared-flag list that the parsers contradict, gpt2 may write uint32
+    (o200k_base), the bytes summary line counts invalid UTF-8, the compile notice promises no time."""
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    text = capsys.readouterr().out
+    assert "Shared flags" not in text and "143" in text and "SIGTERM" in text
+    with pytest.raises(SystemExit):
+        cli.main(["gpt2", "--help"])
+    assert "uint32" in capsys.readouterr().out
+    assert "uint32" in cli.SUBCOMMANDS["gpt2"][1]
+    assert cli.main(["bytes", str(BYTES_FIXTURE), "-o", str(tmp_path / "b")]) == 0
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.search(r"\b0 documents not valid UTF-8$", last), last
+    from fastenc import warmup
+
+    notices = []
+    monkeypatch.setattr(warmup, "cold_families", lambda families: list(families))
+    monkeypatch.setattr(warmup, "compile_ahead", lambda cold, quiet, notice=None: notices.append(notice))
+    warmup.prepare("bytes", cli.build_parser("bytes").parse_args(["bytes", str(BYTES_FIXTURE), "-o", str(tmp_path / "c")]))
+    assert len(notices) == 1 and "compiling kernels" in notices[0] and not re.search(r"\d\s*s\b", notices[0]), notices
 
 
 def test_gpt2_takes_the_tokenizer_as_t_and_as_its_old_encoding_flag():

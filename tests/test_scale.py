@@ -147,8 +147,8 @@ def test_kill_a_worker_then_rerun_finishes_identical(name, method, inputs, refer
 def test_kill_a_url_worker_then_rerun(inputs, reference, tmp_path):
     out = tmp_path / "out"
     args = ["urls", *map(str, inputs["urls"]), "-o", str(out), "-q", "--workers", "2", "--num-shards", str(NUM_SHARDS)]
-    # killed just before its first shard's commit: OUT holds tokenizer/ already (put in place before the
-    # workers start), so each shard is published by one exchange of folders, not by renames
+    # killed just before its first exchange: the first shard to finish creates OUT by one rename (OUT is
+    # not made before the workers start), each later one is published by one exchange of folders
     failed = _cli(args, env={"FASTENC_FAULT": "exchange:1:kill"})
     assert failed.returncode == 1 and "rerun the same command" in failed.stderr
     assert _cli(args).returncode == 0

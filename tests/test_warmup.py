@@ -244,7 +244,7 @@ def test_ctrl_c_while_compiling_ahead_stops_the_compile_at_once(tmp_path, sigint
     finally:
         proc.kill()
     assert proc.returncode == 130, err
-    assert err.strip().splitlines()[-1].startswith("fastenc: interrupted;"), err[-500:]
+    assert err.strip().splitlines()[-1].startswith("fastenc: interrupted (SIGINT):"), err[-500:]
     assert "Traceback" not in err
     time.sleep(0.2)
     assert _processes_with("fastenc warmup", cache) == [], "a compile process outlived the command"

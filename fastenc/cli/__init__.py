@@ -6,7 +6,6 @@ Subcommands are the modules of this package; each exposes ``add_arguments(parser
 """
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 
@@ -14,7 +13,8 @@ import sys
 # the lightweight commands do not pay for importing numba.
 SUBCOMMANDS = {
     "urls": ("fastenc.cli.urls", "URL parquet shard(s) -> xxh3-ordered uint16 token bin + sidecar"),
-    "gpt2": ("fastenc.cli.gpt2", "documents -> GPT-2 uint16 bins bucketed by token length"),
+    "gpt2": ("fastenc.cli.gpt2", "documents -> token bins bucketed by token length (GPT-2 by default; uint16 ids, "
+             "uint32 where the vocabulary needs it, e.g. o200k_base)"),
     "bytes": ("fastenc.cli.bytes", "documents -> raw UTF-8 uint8 shards with 0xFE separators"),
     "verify": ("fastenc.cli.verify", "re-check a finished output directory from its files alone (and against its source)"),
     "decode": ("fastenc.cli.decode", "print the documents (or URLs) stored in any fastenc output, a directory or one bin"),
@@ -26,15 +26,18 @@ SUBCOMMANDS = {
 EPILOG = """\
 A bare path ending in .parquet runs the 'urls' recipe: fastenc part-00042.parquet -o OUT
 
-Shared flags: -o/--out DIR, -t/--tokenizer, --column, --threads, --batch-bytes, -q/--quiet, --json.
+Each command's own flags: fastenc COMMAND --help.
 Exit status: 0 ok; 1 bad input or environment (named in one line), or a failed check;
-2 usage error; 130 interrupted (nothing is published: every output appears in one step).
+2 usage error; 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM (nothing partial is
+published: every output appears in one step; a rerun of the same command resumes).
 """
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> "argparse.ArgumentParser":
     """The CLI parser. Only ``command``'s module is imported (to add its arguments): the
     others are listed by name, so one missing optional dependency never breaks the rest."""
+    import argparse
+
     from fastenc import __version__
 
     parser = argparse.ArgumentParser(
@@ -54,67 +57,94 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    typed = list(argv)  # as the user typed it (recorded for the dataset card)
-    if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-") and argv[0].endswith(".parquet"):
-        argv.insert(0, "urls")
-    parser = build_parser(argv[0] if argv else None)
-    args = parser.parse_args(argv)
-    if not getattr(args, "_module", None):
-        parser.print_help(sys.stderr)
-        return 2
-    module = importlib.import_module(args._module)
     import os
 
-    from fastenc.run.process import kernels_only_process
-
-    kernels_only_process()  # this process runs fastenc's kernels only
-
-    from fastenc.run.lifecycle import COMMAND_ENV
-
-    outer = os.environ.get(COMMAND_ENV)
-    os.environ[COMMAND_ENV] = _command(typed)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    typed = list(argv)  # as the user typed it (recorded for the dataset card)
+    restore = None
+    # everything inside: a signal during the imports below (numba, pyarrow) is one line too
     try:
+        if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-") and argv[0].endswith(".parquet"):
+            argv.insert(0, "urls")
+        parser = build_parser(argv[0] if argv else None)
+        args = parser.parse_args(argv)
+        if not getattr(args, "_module", None):
+            parser.print_help(sys.stderr)
+            return 2
+        module = importlib.import_module(args._module)
+
+        from fastenc.run.process import kernels_only_process
+
+        kernels_only_process()  # this process runs fastenc's kernels only
+
+        from fastenc.run.lifecycle import COMMAND_ENV
+
+        restore = (COMMAND_ENV, os.environ.get(COMMAND_ENV))
+        os.environ[COMMAND_ENV] = _command(typed)
         if args.command != "warmup":
             # First run on this machine: say so, and compile with a progress bar, before the
             # command's own bars start (fastenc.warmup). Nothing happens when the kernels are cached.
             from fastenc.warmup import prepare
 
             prepare(args.command, args)
-        return int(module.run(args) or 0)
+        code = int(module.run(args) or 0)
+        if stop.received() is not None:  # its KeyboardInterrupt was dropped where Python ignores errors
+            _say(f"fastenc: interrupted ({stop.signal_name(stop.received())}) just as the command finished: "
+                 "what it wrote is complete (a rerun of the same command finds it done)")
+            return stop.exit_code(stop.received())
+        return code
     except InterruptedAfterPublish as exc:
-        print(f"fastenc: interrupted just after {exc.out} was published: it is complete (a rerun of the same command "
-              "finds it done and tidies up)", file=sys.stderr)
-        return 130
+        _say(f"fastenc: interrupted ({_signal()}) just after {exc.out} was published: it is complete (a rerun of the "
+             "same command finds it done and tidies up)")
+        return stop.exit_code(stop.received())
     except KeyboardInterrupt:
-        print("fastenc: interrupted; no partial output was published, each output appears whole or not at all "
-              "(rerun the same command: it resumes from the files already encoded)", file=sys.stderr)
-        return 130
+        return _interrupted()
     except BrokenPipeError:  # e.g. `fastenc decode ... | head`: the reader left, not an error
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except FastencError as exc:
+        if stop.received() is not None:  # e.g. a worker that the same signal ended first: the signal is the news
+            return _interrupted()
         # one line, whatever the message holds (an Arrow error may end in a newline)
-        print("fastenc: error: " + "; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip()), file=sys.stderr)
+        _say("fastenc: error: " + "; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip()))
         return exc.exit_code
     finally:  # main() called in-process (tests) must not leak it into later API runs
-        if outer is None:
-            os.environ.pop(COMMAND_ENV, None)
-        else:
-            os.environ[COMMAND_ENV] = outer
+        if restore is not None:
+            if restore[1] is None:
+                os.environ.pop(restore[0], None)
+            else:
+                os.environ[restore[0]] = restore[1]
+
+
+def _signal() -> str:
+    return stop.signal_name(stop.received() or stop.signal.SIGINT)
+
+
+def _interrupted() -> int:
+    _say(f"fastenc: interrupted ({_signal()}): no partial output was published, each output appears whole or not at "
+         "all; the files already encoded are kept: rerun the same command to resume")
+    return stop.exit_code(stop.received())
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def console_main() -> None:
     """The ``fastenc`` script and ``python -m fastenc``: ``main()``, then exit without tearing
     the interpreter down. Freeing Numba's and LLVM's objects one by one at exit took ~0.5 s of
     every warm run. Everything a command writes is closed, verified and published before
-    ``main()`` returns; the ``atexit`` handlers (multiprocessing's, tempfile's) still run."""
+    ``main()`` returns; the ``atexit`` handlers (multiprocessing's, tempfile's) still run. Signals are
+    handled first of all (``fastenc.cli.stop``)."""
     import atexit
     import os
 
-    code = main()
+    stop.install()
+    try:
+        code = main()
+    except KeyboardInterrupt:  # a signal in main()'s last lines, after its own handlers
+        code = _interrupted()
+    stop.finishing()  # a signal from here on ends the process at once
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -133,4 +163,5 @@ def _command(argv: list[str]) -> str:
     return json.dumps({"command": ["fastenc", *argv], "cwd": os.getcwd()})
 
 
+from fastenc.cli import stop  # noqa: E402
 from fastenc.errors import FastencError, InterruptedAfterPublish  # noqa: E402  (kept light: no numba)

@@ -1,9 +1,10 @@
-"""``fastenc gpt2``: documents -> GPT-2 uint16 bins bucketed by token count."""
+"""``fastenc gpt2``: documents -> token bins bucketed by token count (uint16 ids, or uint32 where
+the vocabulary needs it, e.g. o200k_base)."""
 from __future__ import annotations
 
 from fastenc.cli import options as o
 
-HELP = "documents -> GPT-2 uint16 bins bucketed by token length"
+HELP = "documents -> token bins bucketed by token length (uint16 ids, uint32 where the vocabulary needs it)"
 
 
 def add_arguments(p) -> None:

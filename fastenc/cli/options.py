@@ -1,4 +1,7 @@
-"""The one vocabulary of flags every subcommand shares, and sizes such as ``64MiB``.
+"""The flags that several subcommands share, spelled one way, and sizes such as ``64MiB``.
+
+Not every command takes every one of them (``bytes`` has no ``-t``, ``urls`` no ``--batch-bytes``,
+``verify``, ``decode`` and ``card`` few): each command's ``--help`` lists its own.
 
 =================  =================================================================
 ``-o/--out DIR``   the output directory (every command that writes)

@@ -16,6 +16,10 @@ thread count, and turns an OSError of the output side (disk full, permission, re
 system) into one ``OutputError`` line. An exception that arrives after the commit (Ctrl-C just
 after the rename) leaves the published output as it is and says so (``InterruptedAfterPublish``).
 
+One run of an output at a time: ``Run`` holds a lock beside ``OUT`` (``staging.RunLock``; one per
+shard of a shared ``OUT``) from its checks to its end, so a second run into the same ``-o`` waits,
+then finds the output done, resumes the units, or is refused as another request.
+
 ``OUT`` shared by many units (``mode="into"``, urls) but holding no file yet is created by this
 run: it is staged whole beside ``OUT`` and appears by one rename, like a folder output. Once it
 exists, each later unit is staged beside it too and, under the writers' lock
@@ -168,6 +172,9 @@ def thread_count(n: int | None) -> Iterator[None]:
 #: finished-output check compares requests only.
 COMMAND_ENV = "FASTENC_COMMAND"
 
+#: the lock file beside ``OUT`` that a run holds (``staging.RunLock``; ``Run._lock_path``)
+RUN_LOCK_SUFFIX = ".fastenc-run.lock"
+
 
 def current_command() -> dict | None:
     try:
@@ -254,23 +261,48 @@ class Run:
         self.done: dict | None = None
         self.stats = Stats()
         self._stage: staging.Stage | None = None
+        #: the stage's path, known before it is made: a signal can land between its mkdir and ``_stage``
+        self._stage_path: Path | None = None
         self._old_threads: int | None = None
         #: "into" mode, and ``out`` holds no file yet: this run creates it, so the whole folder
         #: is staged beside it and appears by one rename (``staging.publish_new``)
         self._fresh = False
         self._committed = False
+        self._lock: staging.RunLock | None = None
 
     # -- entering: check OUT, clean up, decide ------------------------------------------------
 
     def __enter__(self) -> "Run":
         try:
-            self.done = self._prepare()
-        except OSError as exc:
-            raise output_error(exc, self.out) from exc
-        if self.done is not None and self.spec.mode == "into":  # a run killed after its commit had no card yet
-            _refresh_shared_card(self.out, self.spec.format)
-        self._set_threads()
+            try:
+                self.done = self._prepare()
+            except OSError as exc:
+                raise output_error(exc, self.out) from exc
+            if self.done is not None and self.spec.mode == "into":  # a run killed after its commit had no card yet
+                _refresh_shared_card(self.out, self.spec.format)
+            self._set_threads()
+        except BaseException:
+            self._unlock()
+            raise
         return self
+
+    def _lock_path(self) -> Path:
+        """Beside ``OUT``: one lock per output, one per shard of a shared ``OUT`` (its runs may add other shards at once)."""
+        out = Path(os.path.abspath(self.out))
+        part = "" if self.spec.mode == "folder" else "." + Path(self.spec.manifest).stem
+        return out.with_name(f"{out.name}{part}{RUN_LOCK_SUFFIX}")
+
+    def _waiting(self, pid: int | None) -> None:
+        import sys
+
+        who = f"another fastenc run (pid {pid})" if pid else "another fastenc run"
+        what = self.out if self.spec.mode == "folder" else self.out / self.spec.manifest
+        print(f"fastenc: {who} is writing {what}; this run waits for it to end", file=sys.stderr, flush=True)
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def _prepare(self) -> dict | None:
         out, spec = self.out, self.spec
@@ -281,12 +313,12 @@ class Run:
                 if not parent.is_dir():
                     raise InputError(f"cannot create the output {out}: {parent} is a file, not a folder; choose another -o")
                 break
-        if spec.mode == "folder":
-            out.parent.mkdir(parents=True, exist_ok=True)
-            staging.clean_stale(out.parent, out.name, spec.is_own)
-        else:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            staging.clean_stale(out.parent, out.name, spec.is_own)  # a new OUT staged by a process that is gone
+        out.parent.mkdir(parents=True, exist_ok=True)
+        # one run of this output at a time, from here to the end of the run: a second one waits
+        self._lock = staging.RunLock(self._lock_path())
+        self._lock.acquire(self._waiting)
+        staging.clean_stale(out.parent, out.name, spec.is_own)  # stages (a new OUT's too) of processes that are gone
+        if spec.mode == "into":
             if out.is_dir():
                 staging.clean_stale(out, None, spec.is_own)
             self._fresh = not out.is_dir() or not staging.has_files(out)
@@ -338,7 +370,8 @@ class Run:
         if self._stage is None:
             # beside OUT, never in it: a shared OUT is replaced by a rebuilt folder (publish_swap)
             out = Path(os.path.abspath(self.out)) if self.spec.mode == "into" else self.out
-            self._stage = staging.Stage(out.with_name(staging.temp_name(out.name)))
+            self._stage_path = out.with_name(staging.temp_name(out.name))
+            self._stage = staging.Stage(self._stage_path)
         return self._stage
 
     def publish(self, manifest: dict) -> None:
@@ -409,6 +442,12 @@ class Run:
     # -- leaving ------------------------------------------------------------------------------
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            return self._leave(exc_type, exc)
+        finally:
+            self._unlock()
+
+    def _leave(self, exc_type, exc) -> bool:
         if self._old_threads is not None:
             import numba
 
@@ -418,6 +457,14 @@ class Run:
         if self._stage is not None:
             self._stage.discard()
             self._stage = None
+        elif self._stage_path is not None and not self._committed:
+            staging._remove(self._stage_path)
+        if self.spec.mode == "folder" and not self._committed:
+            # every temporary of this process beside OUT is this run's (the lock keeps any other
+            # run of OUT out, in this process too): none outlives a stopped run
+            out = Path(os.path.abspath(self.out))
+            with contextlib.suppress(OSError):
+                staging.clean_stale(out.parent, out.name, self.spec.is_own, ours=True)
         if self._committed:
             _after_commit_error(exc, self.out)
         if isinstance(exc, OSError) and not isinstance(exc, OutputError) and self._is_output_side(exc):

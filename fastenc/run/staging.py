@@ -61,6 +61,7 @@ __all__ = [
     "publish_into",
     "publish_swap",
     "out_lock",
+    "RunLock",
     "LOCK_SUFFIX",
     "SWAP_ENV",
     "fsync_dir",
@@ -396,6 +397,108 @@ def out_lock(out: Path):
         os.close(fd)  # closing releases the lock
 
 
+class RunLock:
+    """The lock one run of a request holds from its start to its end: ``flock`` on a file beside
+    ``OUT`` (``Run`` names it), so that a second run into the same ``-o`` waits for the first, then
+    finds its output published (or resumes its units), instead of writing into its work folder.
+    Advisory, and released by the kernel when its holder dies (``kill -9``): a lock is never stale.
+    The holder writes its pid into the file (for the other run's line) and deletes the file as it
+    releases it; whoever got the lock on the deleted file takes the new one instead."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._fd: int | None = None
+
+    def acquire(self, waiting: Callable[[int | None], None] | None = None) -> None:
+        """Take the lock; ``waiting(pid)`` once, before waiting, when another live process holds it."""
+        try:
+            import fcntl
+        except ImportError:  # (no flock: no lock, as before)
+            return
+        told = False
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                if exc.errno in _NO_LOCK:  # e.g. a finished output on a read-only mount: its rerun has nothing to write
+                    return
+                raise
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    if waiting is not None and not told:
+                        waiting(_holder(fd))
+                        told = True
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                except OSError as exc:
+                    if exc.errno not in _NO_LOCK:  # a file system without flock (some NFS): no lock, as before
+                        raise
+                    os.close(fd)
+                    return
+                if _same_file_fd(fd, self.path):
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+                    self._fd = fd
+                    return
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)  # its holder deleted it as it let go: lock the file at the path now
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            if _same_file_fd(fd, self.path):
+                os.unlink(self.path)  # while held: a run waiting on this file then takes a new one
+        except OSError:
+            pass
+        finally:
+            os.close(fd)  # closing releases the lock
+
+
+#: where a run goes on without its lock: the folder cannot be written (a rerun of a finished output
+#: on a read-only mount must still say "nothing to do"), or the file system has no flock
+_NO_LOCK = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
+
+
+def clean_locks(directory: Path, prefix: str, suffix: str) -> None:
+    """Delete the ``RunLock`` files ``<prefix>*<suffix>`` in ``directory`` that no live process
+    holds (a worker killed while it held one leaves the file; the lock itself died with it)."""
+    for p in sorted(directory.glob(f"{prefix}*{suffix}")):
+        lock = RunLock(p)
+        try:
+            fd = os.open(p, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (ImportError, OSError):  # held: a live run's
+            os.close(fd)
+            continue
+        lock._fd = fd
+        lock.release()
+
+
+def _same_file_fd(fd: int, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except OSError:
+        return False
+
+
+def _holder(fd: int) -> int | None:
+    """The pid that the lock's holder wrote into it (None if not written yet)."""
+    try:
+        return int(os.pread(fd, 32, 0).decode("ascii").strip())
+    except (OSError, ValueError):
+        return None
+
+
 def _beside(out: Path, suffix: str) -> Path:
     """``OUT<suffix>`` next to ``out`` (by its absolute path: ``-o .`` has no name of its own)."""
     out = Path(os.path.abspath(out))
@@ -505,8 +608,9 @@ def publish_swap(stage: Stage, out: Path, manifest: str, shared: Iterable[str] =
     stage.finish()
     out = Path(os.path.abspath(out))  # ``-o .``: after the exchange "." is the old folder
     swap, ours = None, set()
+    swap_path = out.with_name(temp_name(out.name, "swap"))  # (known before its mkdir, which a signal can follow)
     try:
-        swap = Stage(out.with_name(temp_name(out.name, "swap")))
+        swap = Stage(swap_path)
         ours = _fill_swap(stage, swap, out, manifest, set(shared), {manifest, *replaced})
         if before_commit is not None:
             before_commit(swap)
@@ -515,8 +619,7 @@ def publish_swap(stage: Stage, out: Path, manifest: str, shared: Iterable[str] =
         _exchange(swap.dir, out)  # the commit
     except BaseException as exc:
         if swap is None or not _same_file(out / manifest, stage.dir / manifest):  # not committed
-            if swap is not None:
-                _remove(swap.dir)
+            _remove(swap_path)
             if isinstance(exc, OSError) and exc.errno in _NO_SWAP:
                 return False
             raise
@@ -587,12 +690,26 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
 
 
-def clean_stale(directory: Path, prefix: str | None = None, is_own: Callable[[str], bool] = lambda name: True) -> list[Path]:
+def _zombie(pid: int) -> bool:
+    """A process that has exited but is not reaped yet: its pid answers, its temporaries are
+    orphans (a killed worker waits for init to reap it, which took up to 2 s on some machines)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read()
+    except OSError:  # (no /proc: not Linux, or gone now)
+        return False
+    return text[text.rindex(b")") + 2:][:1] in (b"Z", b"X")
+
+
+def clean_stale(directory: Path, prefix: str | None = None, is_own: Callable[[str], bool] = lambda name: True,
+                ours: bool = False) -> list[Path]:
     """Delete the temporaries in ``directory`` left by processes that are gone (``kill -9``,
     power loss): ``<prefix>.tmp-<pid>-<hex>`` staging folders and files (any prefix when None).
+    ``ours``: this process's own too (a stopped run, once nothing of it writes there any more:
+    a signal can land between a stage's mkdir and the line that records it).
 
     ``<prefix>.old-<pid>-<hex>`` (an output renamed aside by ``publish_folder``) is put back as
     ``<prefix>`` when the commit never happened, else finished as after a commit. Returns the
@@ -603,7 +720,8 @@ def clean_stale(directory: Path, prefix: str | None = None, is_own: Callable[[st
         return done
     for p in sorted(directory.iterdir()):
         m = _TEMP_RE.search(p.name)
-        if not m or (prefix is not None and p.name[: m.start()] != prefix) or _pid_alive(int(m.group(2))):
+        pid = int(m.group(2)) if m else 0
+        if not m or (prefix is not None and p.name[: m.start()] != prefix) or (_pid_alive(pid) and not (ours and pid == os.getpid())):
             continue
         if m.group(1) in ("tmp", "swap"):  # a swap folder is never put back: OUT is complete either way
             _remove(p)

@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -97,9 +98,16 @@ class WorkDir:
 
     def _create(self) -> None:
         tmp = self.dir.with_name(staging.temp_name(self.dir.name))
-        stage = staging.Stage(tmp)
-        stage.write_json(REQUEST, self.request)
-        stage.finish()
+        stage = None
+        try:
+            stage = staging.Stage(tmp)
+            stage.write_json(REQUEST, self.request)
+            stage.finish()
+        except BaseException:  # (a signal here too, even right after the mkdir: no temporary is left behind)
+            if stage is not None:
+                stage.discard()
+            staging._remove(tmp)
+            raise
         try:
             os.rename(tmp, self.dir)
         except OSError:  # another rank created it first (the same request, checked next)
@@ -162,9 +170,14 @@ class WorkDir:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        """A run that fails before any unit finished leaves nothing behind (nothing to resume)."""
-        if exc_type is not None and self.dir.is_dir() and not self._has_units():
-            self.remove()
+        """A run that fails before any unit finished leaves nothing behind (nothing to resume); one
+        that fails later keeps its finished units and deletes the spills its stopped workers left."""
+        if exc_type is not None and self.dir.is_dir():
+            if not self._has_units():
+                self.remove()
+            else:
+                with contextlib.suppress(OSError):  # (a failed clean-up must not hide why the run stopped)
+                    staging.clean_stale(self.dir, ours=True)
         return False
 
     def remove_if_same(self) -> None:
@@ -197,10 +210,21 @@ def worker_threads(workers: int, threads: int | None) -> int:
     return max(1, min(threads or cores, cores // workers))
 
 
-def _init_worker(threads: int, count=None, workers: int = 1) -> None:
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+_PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def _init_worker(threads: int, count=None, workers: int = 1, parent: int | None = None) -> None:
+    if parent is not None:
+        _die_with_parent(parent)
     # Ctrl-C goes to the whole process group: the parent alone reports it (one line) and stops
-    # the workers; a worker printing its own traceback would bury that line.
+    # the workers; a worker printing its own traceback would bury that line. SIGTERM ends a worker
+    # at once (its spill stays a temporary, which the parent deletes). Both were blocked by the
+    # parent across the fork (``_signals_blocked``): from here on they are handled so.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     from fastenc.run import elastic, faults
 
     faults.install_from_env()  # a drill's or a test's fault, in this worker (docs/atomic-output.md)
@@ -214,6 +238,54 @@ def _init_worker(threads: int, count=None, workers: int = 1) -> None:
     pyarrow.set_cpu_count(threads)  # parquet decoding too: N workers share the cores, not N x cores
     if count is not None:
         elastic.attach(count, workers, threads)  # idle workers' cores, lent at the map's end
+
+
+def _die_with_parent(parent: int) -> None:
+    """A worker must not outlive the command that started it (``kill -9``, the OOM killer): on
+    Linux the kernel sends it SIGKILL when its parent dies (``PR_SET_PDEATHSIG``); elsewhere a
+    thread watches the parent's pid. A parent already gone before this point is caught by the pid
+    check after it."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+    else:
+        armed = False
+    if os.getppid() != parent:
+        os._exit(1)
+    if not armed:
+        import threading
+
+        threading.Thread(target=_watch_parent, args=(parent,), name="fastenc-parent-watch", daemon=True).start()
+
+
+def _watch_parent(parent: int, interval: float = 0.2) -> None:
+    import time
+
+    while os.getppid() == parent:
+        time.sleep(interval)
+    os._exit(1)
+
+
+@contextlib.contextmanager
+def _signals_blocked():
+    """SIGINT and SIGTERM held back (not lost) while this thread starts the workers. A fork runs
+    Python's ``os.register_at_fork`` hooks (logging's, for one) in this process, and an exception
+    raised inside one is printed as "ignored" and dropped: a Ctrl-C handled there was lost and the
+    run went on. Held back, the signal is handled right after, in plain code. The workers start
+    with both blocked too, until ``_init_worker`` has set how they handle them."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @contextlib.contextmanager
@@ -278,10 +350,11 @@ def _map_on_pool(task, todo: list, workers: int, threads: int, bar, sink) -> dic
     results: dict = {}
     with _env("NUMBA_NUM_THREADS", str(threads)):
         pool = cf.ProcessPoolExecutor(max_workers=spawned, mp_context=ctx, initializer=_init_worker,
-                                      initargs=(threads, count.shared, spawned + 1))
+                                      initargs=(threads, count.shared, spawned + 1, os.getpid()))
         feeder = _Feeder(pool, task, units, bar, sink, count)
         try:
-            feeder.start(spawned)  # the workers are started (forked) here, before any thread of ours
+            with _signals_blocked():
+                feeder.start(spawned)  # the workers are started (forked) here, before any thread of ours
             if sink is not None:
                 sink.start()
             with _threads(threads), elastic.attached(count.shared, spawned + 1, threads):
@@ -415,10 +488,12 @@ def _threads(threads: int):
 
 
 def _stop(pool) -> None:
-    """Terminate the workers now (Ctrl-C, or another worker failed): their spills stay temporaries."""
+    """End the workers now (a signal, or another worker failed), with SIGKILL: a worker still
+    starting holds SIGTERM blocked (``_signals_blocked``). Their spills stay temporaries, deleted
+    once they are gone (``WorkDir.__exit__``)."""
     for p in list(getattr(pool, "_processes", {}).values()):
         with contextlib.suppress(Exception):
-            p.terminate()
+            p.kill()
 
 
 class WorkerDied(FastencError):

@@ -421,7 +421,7 @@ def _print_summary(run, meta: dict, quiet: bool) -> None:
         f"fastenc bytes: {meta['documents']:,} documents (column {meta['column']!r}) -> {run.out}: train {tr['documents']:,} docs in "
         f"{len(tr['shards'])} shard(s), val {va['documents']:,} docs in {len(va['shards'])} shard(s); "
         f"{format_bytes(meta['bytes'])} written in {dt:.2f} s ({format_rate(meta['source_text_bytes'], dt)} of text); "
-        f"{meta['stripped_bytes']:,} bytes 254/255 stripped",
+        f"{meta['stripped_bytes']:,} bytes 254/255 stripped, {meta['invalid_utf8_documents']:,} documents not valid UTF-8",
         quiet=quiet,
     )
 

@@ -356,9 +356,30 @@ def encode_shards(paths, out_dir: str | os.PathLike, *, workers: int = 1, thread
     if workers == 1 or len(paths) == 1:
         return [task(i, threads=threads) for i in range(len(paths))]
     _prepare_shared(out_dir, options, quiet)
-    with progress(len(paths), unit="shard", desc="urls", quiet=quiet, unit_scale=False) as bar:
-        map_units(task, range(len(paths)), workers=workers, threads=worker_threads(workers, threads), bar=bar)
+    try:
+        with progress(len(paths), unit="shard", desc="urls", quiet=quiet, unit_scale=False) as bar:
+            map_units(task, range(len(paths)), workers=workers, threads=worker_threads(workers, threads), bar=bar)
+    except BaseException:
+        _tidy(Path(out_dir))  # the stages of the workers it stopped (their shards were not published)
+        raise
     return read_sidecars(paths, out_dir, shard)
+
+
+def _tidy(out: Path) -> None:
+    """After a stopped map (its workers are gone): their temporaries beside and in ``OUT``, and the
+    files of the shard locks they held."""
+    from fastenc.run import staging
+    from fastenc.run.lifecycle import RUN_LOCK_SUFFIX
+
+    out = Path(os.path.abspath(out))
+    try:
+        # (this process's own too: the map is over, and a signal can land between a stage's mkdir
+        # and the line that records it)
+        staging.clean_stale(out.parent, out.name, ours=True)
+        staging.clean_stale(out, ours=True)
+        staging.clean_locks(out.parent, out.name + ".", RUN_LOCK_SUFFIX)  # the shard locks of the stopped workers
+    except OSError:  # (a failed clean-up must not hide why the run stopped; a rerun cleans up too)
+        pass
 
 
 def read_sidecars(paths, out_dir: str | os.PathLike, shard: int | None = None) -> list[dict]:
@@ -400,8 +421,10 @@ def encode_unit(paths: list, out_dir: str, shard, options: dict, quiet: bool, i:
 
 def _prepare_shared(out_dir, options: dict, quiet: bool) -> None:
     """Before the workers start: compile the kernels once, load the Encoder (forked workers
-    inherit it; each fills piece caches of its own, ``fastenc.encoder``), and put
-    ``OUT/tokenizer/`` in place (each worker would otherwise stage its own copy of it)."""
+    inherit it; each fills piece caches of its own, ``fastenc.encoder``), and, in an ``OUT`` that
+    holds shards already, put ``OUT/tokenizer/`` in place (each worker would otherwise stage its
+    own copy of it). A new ``OUT`` is not created here: a run stopped before its first shard's
+    commit would leave a folder holding only ``tokenizer/`` under the final name."""
     from fastenc.run.units import _compile_once
 
     _compile_once("urls", quiet)
@@ -409,7 +432,8 @@ def _prepare_shared(out_dir, options: dict, quiet: bool) -> None:
     from fastenc.run import staging
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if not out.is_dir() or not staging.has_files(out):
+        return  # OUT appears with the first shard, tokenizer/ in it, never before (docs/atomic-output.md)
     with staging.out_lock(out):  # a writer of OUT like any shard's run: another may be swapping OUT now
         if _check_tokenizer_dir(out, enc.sha256):
             return

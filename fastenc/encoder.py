@@ -28,7 +28,6 @@ from fastenc.kernels.piece_cache import (
 from fastenc.kernels.piece_cache_wide import WIDE_LONG_SLOTS, WIDE_MEMO_IDS, WIDE_SHORT_SLOTS, seed_wide_cache
 from fastenc.kernels.piece_memo import DEFAULT_MEMO_IDS, init_piece_memo, memo_words, set_caches_shared
 from fastenc.kernels.runs import encode_docs, encode_docs_wide
-from fastenc.kernels.utf8 import char_to_byte_offsets
 from fastenc.kernels.solo import (entry, grow_lane, lane_docs, lane_one, new_lane, new_wide_lane, set_lane_out, wide_lane_docs,
                                    wide_lane_one)
 from fastenc.tasks import run_tasks
@@ -54,28 +53,22 @@ def _to_utf8(text: str) -> bytes:
 
 
 def texts_to_flat(texts: list) -> tuple[np.ndarray, np.ndarray]:
-    """(data, offsets) of a list of ``str``: their UTF-8 back to back, and where each begins and ends.
+    """(data, offsets) of a list of ``str``: their UTF-8 back to back (read-only), and where each begins.
 
-    One ``"".join`` and one ``encode`` (no ``bytes`` per string); the offsets are the strings'
-    ``len`` summed, which count code points, turned into byte positions by one pass over the UTF-8
-    (``utf8.char_to_byte_offsets``) unless the text is all ASCII (then code points are bytes)."""
+    Each string's ``bytes``, then one join. Not ``"".join(texts).encode()`` with offsets from each
+    string's ``len``: one emoji makes the joined string 4 bytes a character, and on the held-out
+    documents that join and its encode took ~8x as long as this (bench/RESULTS.md, "Per-call cost and
+    list[str] input"); the time here is the UTF-8 encoding of the non-ASCII strings itself."""
     try:
-        joined = "".join(texts)
-    except TypeError:
-        i, bad = next((i, t) for i, t in enumerate(texts) if not isinstance(t, str))
-        raise InputError(f"encode_batch: item {i} is {type(bad).__name__}, not str") from None
-    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-    try:
-        data = joined.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates: each string as encode() converts it
-        encoded = [_to_utf8(t) for t in texts]
-        np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
-        return _read_only(np.frombuffer(b"".join(encoded), dtype=np.uint8)), offsets
-    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offsets[1:])
-    buf = _read_only(np.frombuffer(data, dtype=np.uint8))
-    if len(data) != len(joined):
-        char_to_byte_offsets(buf, offsets)
-    return buf, offsets
+        encoded = list(map(str.encode, texts))
+    except (UnicodeEncodeError, TypeError):
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise InputError(f"encode_batch: item {i} is {type(text).__name__}, not str") from None
+        encoded = [_to_utf8(t) for t in texts]  # lone surrogates: each string as encode() converts it
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+    return _read_only(np.frombuffer(b"".join(encoded), dtype=np.uint8)), offsets
 
 
 def piece_cache_slots(config: np.ndarray) -> tuple[int, int, int]:

@@ -66,9 +66,8 @@ def _probe_kernels(family: str) -> list:
         from fastenc.kernels.decode import decode_into
         from fastenc.kernels.runs import encode_docs
         from fastenc.kernels.solo import lane_docs, lane_one
-        from fastenc.kernels.utf8 import char_to_byte_offsets
 
-        return [_WithClassTable(encode_docs), decode_into, lane_one, lane_docs, char_to_byte_offsets]
+        return [_WithClassTable(encode_docs), decode_into, lane_one, lane_docs]
     if family == "wide":
         from fastenc.kernels.runs import encode_docs_wide
 
@@ -190,7 +189,7 @@ def warm_encoder(work: Path) -> None:
 
     enc = fastenc.load("gpt2")
     enc.decode_bytes(enc.encode_bytes("Hello, world! Grüße 123".encode()))  # (the one-text lane)
-    enc.encode_batch(["Grüße", "123"])  # (a small list: the lane, and the list's UTF-8 offsets)
+    enc.encode_batch(["Grüße", "123"])  # (a small list: the lane's batch kernel)
     enc._encode_in_slot(b"Hello")  # (a call while the lane is busy: the batch kernel, on a task slot)
 
 

@@ -63,36 +63,3 @@ def count_invalid_utf8(data, offsets):
         if not is_valid_utf8(data, offsets[d], offsets[d + 1]):
             bad += 1
     return np.int64(bad)
-
-
-_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
-_BYTE_SUM = np.uint64(0x0101010101010101)
-_U1 = np.uint64(1)
-_U7 = np.uint64(7)
-_U56 = np.uint64(56)
-
-
-@njit(cache=True, nogil=True)
-def char_to_byte_offsets(data, offsets):
-    """Turn ``offsets``, ascending positions in code points of the text whose UTF-8 is ``data``, into
-    the byte positions of those code points, in place (``Encoder.encode_batch`` of a ``list[str]``:
-    one ``"".join(texts).encode()`` and each string's ``len``). A code point is a byte that is not a
-    continuation byte (``10xxxxxx``); eight bytes are counted at a time while at least eight code
-    points remain to be passed."""
-    n = data.shape[0]
-    i = 0
-    chars = 0
-    for k in range(offsets.shape[0]):
-        target = offsets[k]
-        while target - chars >= 8 and i + 8 <= n:
-            word = load_word(data, i)
-            cont = word & ~(word << _U1) & _HIGH_BITS  # the high bit of each continuation byte
-            chars += 8 - np.int64((((cont >> _U7) * _BYTE_SUM) >> _U56))
-            i += 8
-        while chars < target:
-            if (data[i] & 0xC0) != 0x80:
-                chars += 1
-            i += 1
-        while i < n and (data[i] & 0xC0) == 0x80:  # the last code point's continuation bytes
-            i += 1
-        offsets[k] = i

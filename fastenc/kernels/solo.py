@@ -1,16 +1,18 @@
 """One call's worth of work in one thread, for ``Encoder.encode`` and small batches: a *lane*.
 
 A lane is a Numba ``StructRef`` holding everything the encode loop takes besides the text (the
-vocabulary, the class table, a set of piece caches, the scratch and a two-entry offsets array), so
-that a call passes two or three arguments instead of ~25 arrays. Why: Numba's dispatcher types and
-unboxes every argument on every call, and the batch kernel's argument list (a 13-array ``Vocab``, a
-4-array ``PieceCaches``, ...) cost more than encoding a short text; a lane's compiled entry point
-is called directly (``entry``), which skips the typing too.
+vocabulary, the class table, a set of piece caches, the scratch, a two-entry offsets array, a count
+and an output buffer), so that a one-text call passes two arguments instead of ~25 arrays. Why:
+Numba's dispatcher types and unboxes every argument on every call, and the batch kernel's argument
+list (a 13-array ``Vocab``, a 4-array ``PieceCaches``, ...) cost more than encoding a short text. A
+lane's compiled entry point is called directly (``entry``), which skips the typing too, and the
+narrow kernels read the lane's fields without reference counting (``_lane_fields``): with it, each
+call paid an atomic update per array, twice.
 
-The kernels call the batch path's own loops (``runs._encode_span``, ``encode_wide.wide_loop``) with
-the same argument types, so Numba links the code already compiled (or cached) for the batch path
-and compiles only these thin wrappers. A lane is used by one thread at a time (``Encoder`` guards
-it with a lock); its scratch is reused from call to call.
+The kernels call the batch path's own code (``runs._encode_span``; ``runs.encode_docs_wide`` for the
+wide loop) with the same argument types, so Numba links the code compiled (or cached) for it instead
+of compiling the loops again. A lane is used by one thread at a time (``Encoder`` hands it out);
+its scratch is reused from call to call.
 """
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ Cells (warm: each is run once untimed first; then the best of 3 timed loops of >
   hello      encode("hello world") (tiktoken: encode_ordinary)
   docs       encode() of each short document: the first --chars characters of the corpus documents
              with at least that many
-  batchN     encode_batch of N short documents (a list of str; tiktoken: encode_ordinary_batch)
+  batchN     encode_batch of N short documents (a list of str; tiktoken: encode_ordinary_batch), 4096 // N
+             batches a loop (the short documents repeated where there are fewer than 4096)
   list       encode_batch of the whole corpus as a list of str (the best of 2 passes)
   arrow      fastenc's encode_batch of the whole corpus as an Arrow column (the same text)
   convert    fastenc's list[str] -> (data, offsets) alone: the base revision's way (a bytes object per
@@ -138,9 +139,8 @@ def main() -> None:
             return each, len(short)
         if cell.startswith("batch"):
             size = int(cell[5:])
-            chunks = [short[k:k + size] for k in range(0, len(short) - size + 1, size)][: max(1, 4096 // size)]
-            if not chunks:
-                return None, 0
+            pool = short * -(-4096 // len(short))  # (repeated where there are fewer than 4096 short documents)
+            chunks = [pool[k:k + size] for k in range(0, 4096, size)]
 
             def batches():
                 for chunk in chunks:

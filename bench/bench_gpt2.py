@@ -43,7 +43,8 @@ column (and an `id` column for "heldout"; without one, the row number is hashed)
 
 Per-call mode (--per-call): what a loop of small calls pays. Short documents are the first --chars
 characters of each corpus document (those with at least that many); cells: encode("hello world"),
-encode() of each short document, and encode_batch of 1, 16, 256 and 4096 short documents (fastenc
+encode() of each short document, and encode_batch of 1, 16, 256 and 4096 short documents (4096 in all
+per loop, repeated where the corpus has fewer; fastenc
 encode_batch on a list of str, gigatoken encode_batch, tiktoken encode_ordinary / encode_ordinary_batch). Each
 tool runs in its own process per round, tools alternating (order reversed every other round), each cell the
 best of --repeat timed loops of at least ~0.2 s; figures are medians over rounds, with ratios against
@@ -735,10 +736,9 @@ def percall_worker(args) -> None:
             one(text)
 
     result["docs"] = _best_per_item(each, len(docs), args.repeat)
+    pool = docs * -(-max(BATCH_SIZES) // len(docs))  # (repeated where there are fewer short documents than that)
     for size in BATCH_SIZES:
-        chunks = [docs[k : k + size] for k in range(0, max(1, len(docs) - size + 1), size)][: max(1, 4096 // size)]
-        if len(chunks[0]) < size:
-            continue  # (fewer short documents than the batch size)
+        chunks = [pool[k : k + size] for k in range(0, max(BATCH_SIZES), size)]
 
         def batches(chunks=chunks):
             for chunk in chunks:

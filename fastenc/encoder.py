@@ -118,12 +118,13 @@ class _Solo:
     """The one-text lane of an Encoder (``kernels.solo``): the lane; its output buffer (``out``, which
     the lane holds too, and ``view``, a memoryview of it: slicing one costs less than slicing an
     array); the lane kernels' entry points ``one(lane, data)`` and ``docs(lane, data, offsets,
-    first, last, out, at, counts)``; ``grow(lane, need)``, which gives a narrow lane more merge room."""
+    first, last, out, at, counts)``; ``grow(lane, need)``, which gives a narrow lane more merge room;
+    ``caches``, the lane's ``PieceCaches`` (the same arrays), to look at."""
 
-    __slots__ = ("lane", "out", "view", "one", "docs", "grow")
+    __slots__ = ("lane", "caches", "out", "view", "one", "docs", "grow")
 
-    def __init__(self, lane, out: np.ndarray, one, docs, grow):
-        self.lane, self.out, self.view = lane, out, memoryview(out)
+    def __init__(self, lane, caches: PieceCaches, out: np.ndarray, one, docs, grow):
+        self.lane, self.caches, self.out, self.view = lane, caches, out, memoryview(out)
         self.one, self.docs, self.grow = one, docs, grow
 
     def _room(self, n: int) -> np.ndarray:
@@ -438,7 +439,7 @@ class Encoder:
             one = entry(wide_lane_one if wide else lane_one, lane, b"")
             docs = entry(wide_lane_docs if wide else lane_docs, lane, _read_only(np.zeros(0, dtype=np.uint8)),
                          np.zeros(2, dtype=np.int64), 0, 1, out, 0, np.zeros(1, dtype=np.int64))
-            self._idle.append(_Solo(lane, out, one, docs, None if wide else grow_lane))
+            self._idle.append(_Solo(lane, caches, out, one, docs, None if wide else grow_lane))
             self._solo_built = True
             return True
 

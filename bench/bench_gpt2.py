@@ -1,7 +1,8 @@
 """GPT-2 encode speed: fastenc against gigatoken, tiktoken and HF tokenizers, on the same documents, in one run.
 
-    python bench/bench_gpt2.py [--docs PATH | --corpus {docs,reverse,cjk}] [--rounds 3] [--repeat 3]
-                               [--tools fastenc,gigatoken,...] [--threads 1,2] [--hf-docs 300]
+    python bench/bench_gpt2.py [--docs PATH] [--corpus {heldout,docs,reverse,cjk}] [--input {list,arrow}]
+                               [--rounds 3] [--repeat 3] [--tools fastenc,gigatoken,...] [--threads 1,2] [--hf-docs 300]
+    python bench/bench_gpt2.py --per-call [--corpus ...] [--rounds 5] [--chars 500]
 
 One command runs everything and prints Markdown that pastes into bench/RESULTS.md: the CPU model, date,
 load average and exact command first, then the tables.
@@ -18,9 +19,10 @@ next to gigatoken; the order is reversed every other round), and each figure is 
 rounds. Times are wall clock (what a user waits for) and process CPU time (all threads; on a shared, noisy
 machine it moves less); MB are of UTF-8 text.
 
-Each tool gets its natural input and returns its natural output, and only that call is timed: fastenc the
-Arrow column (read zero-copy) -> (ids, offsets) arrays; gigatoken, tiktoken and HF a list of str ->
-awkward array / lists of ints / Encodings. HF tokenizers (~1.5 MB/s on this corpus) is timed on the first
+Each tool returns its natural output, and only that call is timed: fastenc (ids, offsets) arrays; gigatoken,
+tiktoken and HF awkward array / lists of ints / Encodings. Input: gigatoken, tiktoken and HF take a list of
+str; fastenc takes what --input says, a list of str (the default: what users hold) or the Arrow column (read
+zero-copy). HF tokenizers (~1.5 MB/s on this corpus) is timed on the first
 --hf-docs documents only, which the output states.
 
 Exactness: tiktoken's encode_ordinary (from ../shared/data via its make_cache.py, offline) is the oracle.
@@ -33,9 +35,21 @@ to its resident size with only the corpus loaded; for fastenc also the piece cac
 from Encoder._task_caches(): reserved, and 4 KiB pages actually holding entries; the threads of a batch share
 task 0's tiny, short and long caches).
 
-Corpora (--corpus): "docs" the documents as given; "reverse" the same documents in reverse order (a
-different first pass and different even/odd halves); "cjk" only documents whose text is mostly CJK, Thai or
-Japanese (see CJK_RULE). --docs PATH takes any parquet file with a `text` column.
+Corpora (--corpus): "heldout" (the default) the documents whose id hashes into the last fifth
+(HELDOUT_RULE): text the kernels were not tuned on; "docs" the documents as given; "reverse" the same
+documents in reverse order (a different first pass and different even/odd halves); "cjk" only documents
+whose text is mostly CJK, Thai or Japanese (see CJK_RULE). --docs PATH takes any parquet file with a `text`
+column (and an `id` column for "heldout"; without one, the row number is hashed).
+
+Per-call mode (--per-call): what a loop of small calls pays. Short documents are the first --chars
+characters of each corpus document (those with at least that many); cells: encode("hello world"),
+encode() of each short document, and encode_batch of 1, 16, 256 and 4096 short documents (4096 in all
+per loop, repeated where the corpus has fewer; fastenc
+encode_batch on a list of str, gigatoken encode_batch, tiktoken encode_ordinary / encode_ordinary_batch). Each
+tool runs in its own process per round, tools alternating (order reversed every other round), each cell the
+best of --repeat timed loops of at least ~0.2 s; figures are medians over rounds, with ratios against
+fastenc from the same rounds. Exactness: each tool's ids of the short documents are hashed and compared with
+tiktoken's.
 
 Needs the bench extra: pip install -e '.[bench]'.
 """
@@ -73,6 +87,12 @@ _CJK = re.compile(
     "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff]"
 )
 _SPACE = re.compile(r"\s")
+HELDOUT_SHARE = 0.2
+HELDOUT_RULE = (
+    f"the documents whose id's sha256 (its first 8 bytes, as an integer) modulo 100 is at least "
+    f"{100 - round(100 * HELDOUT_SHARE)}: the last {HELDOUT_SHARE:.0%} by id hash"
+)
+BATCH_SIZES = (1, 16, 256, 4096)
 CJK_SHARE = 0.5
 CJK_RULE = (
     f"documents where Han, Hiragana, Katakana, Hangul, Thai or CJK punctuation/full-width characters are at "
@@ -93,7 +113,7 @@ def _tiktoken_gpt2():
     return tiktoken.get_encoding("gpt2")
 
 
-def _make_runner(tool: str, threads: int):
+def _make_runner(tool: str, threads: int, input_kind: str = "arrow"):
     """(encode, flatten): encode(column, texts) -> the tool's own output, the only call timed;
     flatten(output) -> (flat ids as uint32, per-document counts), for the exactness check."""
     import numpy as np
@@ -110,6 +130,8 @@ def _make_runner(tool: str, threads: int):
 
         numba.set_num_threads(threads)
         enc = fastenc.load("gpt2")
+        if input_kind == "list":
+            return (lambda column, texts: enc.encode_batch(texts)), (lambda out: (out[0].astype(np.uint32), np.diff(out[1])))
         return (lambda column, texts: enc.encode_batch(column)), (lambda out: (out[0].astype(np.uint32), np.diff(out[1])))
     if tool == "gigatoken":
         import awkward as ak
@@ -217,8 +239,8 @@ def worker(args) -> None:
     column = pq.read_table(args.corpus_file, columns=["text"]).column("text").combine_chunks()
     if args.limit:
         column = column.slice(0, args.limit)
-    # fastenc reads the Arrow column; only the peers need Python strings (their memory stays out of fastenc's RSS).
-    texts = column.to_pylist() if args.worker != "fastenc" else None
+    # fastenc reads the Arrow column with --input arrow; only then are no Python strings made for it.
+    texts = column.to_pylist() if args.worker != "fastenc" or args.input == "list" else None
     # Memory: resident with the corpus loaded, then the peak of everything after (the tool's code, tables,
     # caches and outputs). The high-water mark is restarted before each stretch of encoding and read before
     # the exactness check, whose copies of the ids are not the tool's.
@@ -229,7 +251,7 @@ def worker(args) -> None:
     even_in, odd_in = (sub(even), sub(odd)) if args.regime == "unseen" else (None, None)
     result: dict = {"rss_corpus": _rss("VmRSS")}
     _reset_peak_rss()
-    encode, flatten = _make_runner(args.worker, args.threads)
+    encode, flatten = _make_runner(args.worker, args.threads, args.input)
     encode(*one_in)  # the one-off start-up, out of every timed pass
     peaks = []
     if args.regime == "unseen":
@@ -271,7 +293,7 @@ def worker(args) -> None:
 def _spawn(tool: str, threads: int, regime: str, args, env: dict, digest_file: Path) -> dict:
     env = dict(env, RAYON_NUM_THREADS=str(threads), NUMBA_NUM_THREADS=str(threads))
     cmd = [sys.executable, __file__, "--worker", tool, "--threads", str(threads), "--repeat", str(args.repeat),
-           "--regime", regime, "--corpus-file", str(args.corpus_file), "--digest-file", str(digest_file)]
+           "--regime", regime, "--corpus-file", str(args.corpus_file), "--digest-file", str(digest_file), "--input", args.input]
     if tool == "hf-batch":
         cmd += ["--limit", str(args.hf_docs)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -341,8 +363,19 @@ def _check_setup(args, tools: list[str]) -> Path:
     return make_cache
 
 
-def _select(texts: list[str], corpus: str) -> tuple[list[int], str]:
+def heldout(ids) -> list[int]:
+    """The positions of the held-out documents (HELDOUT_RULE), in order; ``ids``: each document's id."""
+    import hashlib
+
+    cut = 100 - round(100 * HELDOUT_SHARE)
+    return [i for i, d in enumerate(ids) if int.from_bytes(hashlib.sha256(str(d).encode()).digest()[:8], "little") % 100 >= cut]
+
+
+def _select(texts: list[str], corpus: str, ids=None) -> tuple[list[int], str]:
     """The indices of the documents of a corpus choice, in order, and a sentence saying how they were chosen."""
+    if corpus == "heldout":
+        keyed = "id" if ids is not None else "row number"
+        return heldout(ids if ids is not None else range(len(texts))), f"held out: {HELDOUT_RULE} (keyed by {keyed}), in order"
     if corpus == "reverse":
         return list(range(len(texts)))[::-1], "all documents, in reverse order"
     if corpus == "cjk":
@@ -366,7 +399,9 @@ def _prepare_corpus(args, tmp: Path) -> dict:
     texts = column.to_pylist()
     if any(t is None for t in texts):
         raise Missing(f"{args.docs}: the 'text' column has nulls")
-    idx, how = _select(texts, args.corpus)
+    schema = pq.read_schema(args.docs)
+    ids = pq.read_table(args.docs, columns=["id"]).column("id").to_pylist() if "id" in schema.names else None
+    idx, how = _select(texts, args.corpus, ids)
     if len(idx) < 2:
         raise Missing(f"corpus {args.corpus!r} of {args.docs} has {len(idx)} document(s); the unseen regime needs 2 or more")
     chosen = [texts[i] for i in idx]
@@ -423,8 +458,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=Path, help=f"a parquet file with a 'text' column (default: ../shared/{DOCS_IN_SHARED})")
     parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED, help="the shared data folder (default: ../shared)")
-    parser.add_argument("--corpus", choices=["docs", "reverse", "cjk"], default="docs",
-                        help="docs: as given; reverse: in reverse order; cjk: only the mostly CJK/Thai/Japanese documents")
+    parser.add_argument("--corpus", choices=["heldout", "docs", "reverse", "cjk"], default="heldout",
+                        help="heldout (default): the last 20%% of documents by id hash, never tuned on; docs: as given; "
+                             "reverse: in reverse order; cjk: only the mostly CJK/Thai/Japanese documents")
+    parser.add_argument("--input", choices=["list", "arrow"], default="list",
+                        help="what fastenc.encode_batch gets: a list of str (default, as users call it) or the Arrow column")
+    parser.add_argument("--per-call", action="store_true",
+                        help="time small calls instead: encode() of short documents, encode_batch of 1/16/256/4096")
+    parser.add_argument("--chars", type=int, default=500, help="--per-call: the short documents' length in characters")
     parser.add_argument("--repeat", type=int, default=3, help="warm passes per process (median)")
     parser.add_argument("--rounds", type=int, default=3, help="run every tool this many times, alternating (medians over rounds)")
     parser.add_argument("--threads", default="1,2", help="thread counts, comma-separated (default 1,2)")
@@ -434,10 +475,13 @@ def main() -> None:
     parser.add_argument("--no-start-times", action="store_true", help="skip fastenc's compile / warm-start timing")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--regime", default="passes", help=argparse.SUPPRESS)
+    parser.add_argument("--percall-worker", help=argparse.SUPPRESS)
     parser.add_argument("--corpus-file", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--digest-file", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--limit", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.percall_worker:
+        return percall_worker(args)
     if args.worker:
         args.threads = int(args.threads)
         return worker(args)
@@ -455,6 +499,9 @@ def main() -> None:
 
 
 def run(args, tools: list[str], threads: list[int], tmp: Path) -> None:
+    if args.per_call:
+        named = [{"tiktoken-loop": "tiktoken", "tiktoken-batch": "tiktoken"}.get(t, t) for t in tools]
+        return run_per_call(args, [t for t in PER_CALL_TOOLS if t in named] or list(PER_CALL_TOOLS), tmp)
     make_cache = _check_setup(args, tools)
     made = subprocess.run([sys.executable, str(make_cache), str(tmp / "tiktoken")], capture_output=True, text=True)
     if made.returncode:
@@ -470,6 +517,8 @@ def run(args, tools: list[str], threads: list[int], tmp: Path) -> None:
     print(f"- **Versions:** {_versions()}")
     print(f"- **Corpus:** `{args.docs}`, {corpus['how']}: {len(corpus['texts'])} documents, {corpus['mb']:.1f} MB of UTF-8 "
           f"(unseen regime: timed on the {len(corpus['texts']) // 2} odd documents, {corpus['odd_mb']:.1f} MB)")
+    print(f"- **Input:** fastenc.encode_batch gets {'a list of str' if args.input == 'list' else 'the Arrow column'}; "
+          "the peers a list of str")
     if "hf-batch" in tools:
         print(f"- **HF tokenizers** is timed on the first {args.hf_docs} documents only ({corpus['hf_mb']:.1f} MB): its MB/s are "
               "of that text, not comparable cell by cell")
@@ -626,6 +675,170 @@ def _rss_line(rs: list[dict]) -> str:
     peak, corpus = max(r["rss_peak"] for r in rs), min(r["rss_corpus"] for r in rs)
     return (f"peak RSS {peak / 2**20:.0f} MB = {corpus / 2**20:.0f} MB with the corpus loaded (Python, pyarrow, the text) "
             f"+ {(peak - corpus) / 2**20:.0f} MB for the tool (its code, tables, caches and output ids)")
+
+
+# --- per-call mode ----------------------------------------------------------------------------------------
+
+PER_CALL_TOOLS = ("fastenc", "gigatoken", "tiktoken")
+HELLO = "hello world"
+
+
+def _per_call_api(tool: str):
+    """(one, batch, as_lists): one(text) -> the ids of a text, batch(texts) -> the tool's batch output, and
+    as_lists(one's output) -> a list of ints (for the exactness check, untimed)."""
+    if tool == "fastenc":
+        import fastenc
+
+        enc = fastenc.load("gpt2")
+        return enc.encode, enc.encode_batch, list
+    if tool == "gigatoken":
+        import gigatoken
+        import numpy as np
+
+        tok = gigatoken.Tokenizer(str(GPT2_JSON))
+        return tok.encode, tok.encode_batch, (lambda ids: np.asarray(ids).tolist())
+    if tool == "tiktoken":
+        enc = _tiktoken_gpt2()
+        return enc.encode_ordinary, enc.encode_ordinary_batch, list
+    raise SystemExit(f"unknown per-call tool {tool}")
+
+
+def _best_per_item(run, items: int, repeat: int, min_seconds: float = 0.2) -> float:
+    """Seconds per item of ``run()`` (which does ``items`` calls): the best of ``repeat`` timed loops, each
+    of enough runs to last ``min_seconds`` (after one untimed run: warm caches, as in a long loop)."""
+    run()
+    t = time.perf_counter()
+    run()
+    once = max(time.perf_counter() - t, 1e-7)
+    loops = max(1, int(min_seconds / once))
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        for _ in range(loops):
+            run()
+        best = min(best, (time.perf_counter() - t) / (loops * items))
+    return best
+
+
+def percall_worker(args) -> None:
+    import numpy as np
+    import pyarrow.parquet as pq
+    import xxhash
+
+    docs = pq.read_table(args.corpus_file, columns=["text"]).column("text").to_pylist()
+    one, batch, as_lists = _per_call_api(args.percall_worker)
+    one(HELLO)  # (start-up: loading, compiling from the cache, thread pools)
+    batch(docs[:2])
+    result = {"hello": _best_per_item(lambda: one(HELLO), 1, args.repeat)}
+
+    def each():
+        for text in docs:
+            one(text)
+
+    result["docs"] = _best_per_item(each, len(docs), args.repeat)
+    pool = docs * -(-max(BATCH_SIZES) // len(docs))  # (repeated where there are fewer short documents than that)
+    for size in BATCH_SIZES:
+        chunks = [pool[k : k + size] for k in range(0, max(BATCH_SIZES), size)]
+
+        def batches(chunks=chunks):
+            for chunk in chunks:
+                batch(chunk)
+
+        result[f"batch{size}"] = _best_per_item(batches, len(chunks), args.repeat)
+    ids = [as_lists(one(t)) for t in docs]
+    result["digest"] = xxhash.xxh3_64_hexdigest(np.concatenate([np.asarray(x, dtype=np.uint32) for x in ids] + [
+        np.asarray([len(x) for x in ids], dtype=np.uint32)]).tobytes())
+    print(json.dumps(result))
+
+
+def _short_docs(texts: list[str], chars: int) -> list[str]:
+    return [t[:chars] for t in texts if len(t) >= chars]
+
+
+def run_per_call(args, tools: list[str], tmp: Path) -> None:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import xxhash
+
+    make_cache = _check_setup(args, [{"tiktoken": "tiktoken-loop"}.get(t, t) for t in tools])
+    made = subprocess.run([sys.executable, str(make_cache), str(tmp / "tiktoken")], capture_output=True, text=True)
+    if made.returncode:
+        raise Missing(f"{make_cache} failed: {(made.stderr.strip().splitlines() or ['exit %d' % made.returncode])[-1]}")
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(tmp / "tiktoken")
+    started = datetime.datetime.now(datetime.timezone.utc)
+    load = os.getloadavg()
+    corpus = _prepare_corpus(args, tmp)
+    docs = _short_docs(corpus["texts"], args.chars)
+    if not docs:
+        raise Missing(f"no document of the corpus has {args.chars} characters (--chars)")
+    corpus_file = tmp / "short.parquet"
+    pq.write_table(pa.table({"text": pa.array(docs, type=pa.large_string())}), corpus_file)
+    nbytes = [len(t.encode("utf-8", "surrogatepass")) for t in docs]
+    mean_bytes = sum(nbytes) / len(nbytes)
+    oracle = _tiktoken_gpt2()
+    want = [oracle.encode_ordinary(t) for t in docs]
+    want_digest = xxhash.xxh3_64_hexdigest(np.concatenate([np.asarray(x, dtype=np.uint32) for x in want] + [
+        np.asarray([len(x) for x in want], dtype=np.uint32)]).tobytes())
+    print("## GPT-2 per-call cost (`bench/bench_gpt2.py --per-call`)\n")
+    print(f"- **Command:** `{shlex.join(['python', 'bench/bench_gpt2.py', *sys.argv[1:]])}` (repo root)")
+    print(f"- **Date:** {started:%Y-%m-%d %H:%M} UTC; load average at start {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}")
+    print(f"- **CPU:** `lscpu` Model name: {_cpu_model()}; {os.cpu_count()} CPUs; flags: {_cpu_flags()}")
+    print(f"- **Versions:** {_versions()}")
+    print(f"- **Short documents:** the first {args.chars} characters of each document of `{args.docs}` ({corpus['how']}) "
+          f"with at least that many: {len(docs)} documents, {mean_bytes:.0f} bytes of UTF-8 on average")
+    print(f"- **Method:** {args.rounds} rounds, each tool in a fresh process per round, tools alternating (order reversed "
+          f"every other round); each cell the best of {args.repeat} timed loops (>= 0.2 s each, after one untimed: warm); "
+          "figures are medians over rounds; thread counts each tool's default (fastenc encode_batch: Numba's, "
+          "gigatoken: its pool, tiktoken: encode_ordinary_batch's)", flush=True)
+    runs: dict = {t: [] for t in tools}
+    failed = []
+    for round_ in range(args.rounds):
+        for tool in tools if round_ % 2 == 0 else tools[::-1]:
+            cmd = [sys.executable, __file__, "--percall-worker", tool, "--corpus-file", str(corpus_file), "--repeat",
+                   str(args.repeat)]
+            out = subprocess.run(cmd, env=dict(os.environ), capture_output=True, text=True)
+            if out.returncode:
+                lines = out.stderr.strip().splitlines()
+                failed.append(f"{tool} round {round_ + 1}: {lines[-1] if lines else out.returncode}")
+                print(f"<!-- FAILED {failed[-1]} -->", flush=True)
+                continue
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            r["round"] = round_
+            runs[tool].append(r)
+            print(f"<!-- round {round_ + 1} {tool}: " + ", ".join(f"{k}={v * 1e6:.2f}us" for k, v in r.items()
+                                                               if isinstance(v, float)) + " -->", flush=True)
+    cells = ["hello", "docs"] + [f"batch{n}" for n in BATCH_SIZES]
+    names = {"hello": f"encode({HELLO!r})", "docs": f"encode() of each short document"}
+    names.update({f"batch{n}": f"encode_batch of {n}" for n in BATCH_SIZES})
+    med = {t: {c: _median(rs, c) for c in cells} for t, rs in runs.items()}
+    print("\n| cell | " + " | ".join(f"{t} µs/call | {t} MB/s" for t in tools) + " | fastenc / gigatoken | fastenc / tiktoken |")
+    print("|---|" + "---:|---:|" * len(tools) + "---:|---:|")
+    for c in cells:
+        if not any(med[t][c] for t in tools):
+            continue
+        items = 1 if c in ("hello", "docs") else int(c[5:])
+        per_call_bytes = len(HELLO) if c == "hello" else mean_bytes * items
+        row = []
+        for t in tools:
+            v = med[t][c]
+            row += [f"{v * 1e6:.2f}" if v else "–", f"{per_call_bytes / v / 1e6:.1f}" if v else "–"]
+        ratios = []
+        for peer in ("gigatoken", "tiktoken"):
+            if peer not in runs or "fastenc" not in runs:
+                ratios.append("–")
+                continue
+            by_round = {r["round"]: r for r in runs[peer]}
+            per_round = [_ratio(by_round[f["round"]].get(c), f.get(c)) for f in runs["fastenc"] if f["round"] in by_round]
+            ratios.append(f"**{_ratio(med[peer][c], med['fastenc'][c])}** ({', '.join(per_round)})")
+        print(f"| {names[c]} | " + " | ".join(row) + " | " + " | ".join(ratios) + " |")
+    print("\nRatios: the peer's time / fastenc's (> 1: fastenc faster); median over rounds, then each round's own.")
+    print("Exactness (ids of every short document by encode(), against tiktoken encode_ordinary): " + "; ".join(
+        f"{t} " + ("same" if all(r["digest"] == want_digest for r in runs[t]) else "**DIFFERS**") for t in tools if runs[t]))
+    for line in failed:
+        print(f"\nFAILED: {line}")
+    ended = datetime.datetime.now(datetime.timezone.utc)
+    print(f"\nFinished {ended:%H:%M} UTC; load average at the end {os.getloadavg()[0]:.2f}.")
 
 
 _FIRST_IDS = (

@@ -28,6 +28,8 @@ from fastenc.kernels.piece_cache import (
 from fastenc.kernels.piece_cache_wide import WIDE_LONG_SLOTS, WIDE_MEMO_IDS, WIDE_SHORT_SLOTS, seed_wide_cache
 from fastenc.kernels.piece_memo import DEFAULT_MEMO_IDS, init_piece_memo, memo_words, set_caches_shared
 from fastenc.kernels.runs import encode_docs, encode_docs_wide
+from fastenc.kernels.solo import (entry, grow_lane, lane_docs, lane_one, new_lane, new_wide_lane, set_lane_out, wide_lane_docs,
+                                   wide_lane_one)
 from fastenc.tasks import run_tasks
 from fastenc.unicode_classes import class_table_for
 from fastenc.vocab import (
@@ -48,6 +50,25 @@ def _to_utf8(text: str) -> bytes:
     except UnicodeEncodeError:
         # Lone surrogates cannot be UTF-8: replace them with U+FFFD, as tiktoken does.
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+
+
+def texts_to_flat(texts: list) -> tuple[np.ndarray, np.ndarray]:
+    """(data, offsets) of a list of ``str``: their UTF-8 back to back (read-only), and where each begins.
+
+    Each string's ``bytes``, then one join. Not ``"".join(texts).encode()`` with offsets from each
+    string's ``len``: one emoji makes the joined string 4 bytes a character, and on the held-out
+    documents that join and its encode took ~8x as long as this (bench/RESULTS.md, "Per-call cost and
+    list[str] input"); the time here is the UTF-8 encoding of the non-ASCII strings itself."""
+    try:
+        encoded = list(map(str.encode, texts))
+    except (UnicodeEncodeError, TypeError):
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise InputError(f"encode_batch: item {i} is {type(text).__name__}, not str") from None
+        encoded = [_to_utf8(t) for t in texts]  # lone surrogates: each string as encode() converts it
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+    return _read_only(np.frombuffer(b"".join(encoded), dtype=np.uint8)), offsets
 
 
 def piece_cache_slots(config: np.ndarray) -> tuple[int, int, int]:
@@ -88,6 +109,55 @@ def _read_only(data: np.ndarray) -> np.ndarray:
     return view
 
 
+_SOLO_OUT = 1 << 12  # the one-text lane's output buffer, in ids, to begin with
+_SOLO_BATCH_BYTES = 1 << 16  # batches up to this size run on the one-text lane: a thread hand-off costs more
+_SOLO_KEEP = 1 << 20  # the most ids the lane's buffer grows to (a longer text gets a buffer for its call)
+
+
+class _Solo:
+    """The one-text lane of an Encoder (``kernels.solo``): the lane; its output buffer (``out``, which
+    the lane holds too, and ``view``, a memoryview of it: slicing one costs less than slicing an
+    array); the lane kernels' entry points ``one(lane, data)`` and ``docs(lane, data, offsets,
+    first, last, out, at, counts)``; ``grow(lane, need)``, which gives a narrow lane more merge room;
+    ``caches``, the lane's ``PieceCaches`` (the same arrays), to look at."""
+
+    __slots__ = ("lane", "caches", "out", "view", "one", "docs", "grow")
+
+    def __init__(self, lane, caches: PieceCaches, out: np.ndarray, one, docs, grow):
+        self.lane, self.caches, self.out, self.view = lane, caches, out, memoryview(out)
+        self.one, self.docs, self.grow = one, docs, grow
+
+    def _room(self, n: int) -> np.ndarray:
+        """An output buffer for ``n`` ids: the lane's, grown, up to ``_SOLO_KEEP``; past that one for this call."""
+        if n <= len(self.out):
+            return self.out
+        if n > _SOLO_KEEP:
+            return np.empty(n, dtype=self.out.dtype)
+        self.out = np.empty(max(n, 2 * len(self.out)), dtype=self.out.dtype)
+        self.view = memoryview(self.out)
+        set_lane_out(self.lane, self.out)
+        return self.out
+
+    def ids(self, data: bytes) -> np.ndarray:
+        """The ids of ``data``, any length (a view of a buffer that the next call may reuse)."""
+        offsets = np.array([0, len(data)], dtype=np.int64)
+        ids, _ = self.batch(_read_only(np.frombuffer(data, dtype=np.uint8)), offsets, 1, len(data), copy=False)
+        return ids
+
+    def batch(self, data: np.ndarray, offsets: np.ndarray, n_docs: int, nbytes: int,
+              copy: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, counts) of documents ``data[offsets[i]:offsets[i + 1]]``; the ids a copy unless not ``copy``."""
+        out = self._room(nbytes)
+        counts = np.zeros(n_docs, dtype=np.int64)
+        if not n_docs:
+            return out[:0].copy(), counts
+        if not (offsets.flags.writeable and offsets.flags.aligned):  # (the entry point's type)
+            offsets = offsets.copy()
+        while (n := self.docs(self.lane, data, offsets, 0, n_docs, out, 0, counts)) < 0:
+            self.grow(self.lane, -n)  # (a long piece needs more merge room: then the documents again)
+        return (out[:n].copy() if copy else out[:n]), counts
+
+
 class Encoder:
     """A byte-level BPE encoder over one vocabulary.
 
@@ -118,6 +188,12 @@ class Encoder:
         self._lane_lock = threading.Condition(threading.Lock())
         self._free_slots: set[int] = set()  # the task slots no call holds now (all of them once allocated)
         self._outputs = OutputPool()  # id buffers that earlier results have let go of
+        # One-text calls and small batches run on a lane of their own (``_Solo``), which one thread
+        # holds at a time: it is taken from ``_idle`` (list.pop and append are atomic, and cost less
+        # than a lock); a call that finds it busy takes a task slot instead. ``_solo_lock``: building it.
+        self._solo_lock = threading.Lock()
+        self._idle: list[_Solo] = []
+        self._solo_built = False
 
     def __repr__(self) -> str:
         return f"<fastenc.Encoder {self.name!r} vocab_size={self.info.vocab_size} rule={self.info.merge_rule}>"
@@ -224,6 +300,9 @@ class Encoder:
             self._free_slots = set()
             self._memos_ready = set()
             self._seeded = set()
+        with self._solo_lock:  # (a call holding the old lane gives it back to the old list, which is dropped)
+            self._idle = []
+            self._solo_built = False
 
     def _init_memos(self, tasks) -> None:
         """Initialize the memos of ``tasks`` that are not yet (with ``_lane_lock`` held: a memo is
@@ -283,10 +362,46 @@ class Encoder:
         """The ids of one text, as a list (HF's ``encode(text).ids`` / tiktoken's ``encode_ordinary``)."""
         if not isinstance(text, str):
             raise TypeError(f"Encoder.encode takes a str, got {type(text).__name__}; use encode_bytes for bytes")
-        return self.encode_bytes(_to_utf8(text)).tolist()
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            data = _to_utf8(text)
+        idle = self._idle
+        try:
+            solo = idle.pop()
+        except IndexError:
+            return self._encode_without_lane(data).tolist()
+        try:
+            if (n := solo.one(solo.lane, data)) >= 0:
+                return solo.view[:n].tolist()
+            return solo.ids(data).tolist()  # (a text longer than the buffer, or a piece that needs more merge room)
+        finally:
+            idle.append(solo)
 
     def encode_bytes(self, data: bytes) -> np.ndarray:
         """The ids of UTF-8 bytes, as an array of ``self.dtype``."""
+        data = bytes(data)  # (the lane's entry point takes exactly ``bytes``)
+        idle = self._idle
+        try:
+            solo = idle.pop()
+        except IndexError:
+            return self._encode_without_lane(data)
+        try:
+            if (n := solo.one(solo.lane, data)) >= 0:
+                return solo.out[:n].copy()
+            return solo.ids(data).copy()
+        finally:
+            idle.append(solo)
+
+    def _encode_without_lane(self, data: bytes) -> np.ndarray:
+        """``encode_bytes`` when the lane is not idle: not built yet (then it is, and encodes), or
+        another thread holds it (then a task slot encodes)."""
+        if not self._solo_built and self._build_solo():
+            return self.encode_bytes(data)
+        return self._encode_in_slot(data)
+
+    def _encode_in_slot(self, data: bytes) -> np.ndarray:
+        """``encode_bytes`` on a task slot: while another thread holds the one-text lane."""
         buf = _read_only(np.frombuffer(data, dtype=np.uint8))
         out = np.empty(len(buf), dtype=self.dtype)
         offsets = np.array([0, len(buf)], dtype=np.int64)
@@ -297,6 +412,37 @@ class Encoder:
         finally:
             self._give_slots(slots)
         return out[:n].copy()
+
+    def _build_solo(self) -> bool:
+        """Build the one-text lane, once, and leave it idle; False if it already was (another thread
+        built it meanwhile). Piece caches of its own (seeded, memo initialized; only the pages it
+        touches are backed), scratch, an output buffer, and the lane kernels' entry points."""
+        with self._solo_lock:
+            if self._solo_built:
+                return False
+            tiny, short, long = piece_cache_slots(self.vocab.config)
+            caches = PieceCaches(
+                _zeroed_cache_memory((tiny, TINY_WORDS)),
+                _zeroed_cache_memory((short, SHORT_WORDS)),
+                _zeroed_cache_memory((long, LONG_WORDS)),
+                _zeroed_cache_memory((memo_words(ids=piece_memo_ids(self.vocab.config)),)),
+            )
+            init_piece_memo(caches.memo)
+            set_caches_shared(caches.memo, False)
+            wide = takes_wide_loop(self.vocab.config)
+            if self._seed_ids is not None:
+                if wide:
+                    seed_wide_cache(caches.short, self._seed_ids, self.vocab.token_bytes, self.vocab.token_offsets)
+                else:
+                    seed_piece_caches(caches, self._seed_ids, self.vocab.token_bytes, self.vocab.token_offsets)
+            out = np.empty(_SOLO_OUT, dtype=self.dtype)
+            lane = (new_wide_lane if wide else new_lane)(self.vocab, self.kernel_classes, caches, out)
+            one = entry(wide_lane_one if wide else lane_one, lane, b"")
+            docs = entry(wide_lane_docs if wide else lane_docs, lane, _read_only(np.zeros(0, dtype=np.uint8)),
+                         np.zeros(2, dtype=np.int64), 0, 1, out, 0, np.zeros(1, dtype=np.int64))
+            self._idle.append(_Solo(lane, caches, out, one, docs, None if wide else grow_lane))
+            self._solo_built = True
+            return True
 
     @functools.cached_property
     def _encode_docs(self):
@@ -324,7 +470,28 @@ class Encoder:
             raise InputError("offsets must be a 1-D int64 array of n_docs + 1 ascending positions")
         if len(offsets) > 1 and (offsets[0] < 0 or offsets[-1] > len(data) or (np.diff(offsets) < 0).any()):
             raise InputError("offsets must ascend and stay within data (0 <= offsets[0] <= ... <= offsets[-1] <= len(data))")
+        return self._encode_flat(data, offsets)
+
+    def _encode_flat(self, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``encode_arrays`` of checked input: read-only contiguous uint8 ``data``, int64 ``offsets``."""
         n_docs = len(offsets) - 1
+        nbytes = int(offsets[-1] - offsets[0])
+        if nbytes <= _SOLO_BATCH_BYTES and (self._idle or not self._solo_built):
+            idle = self._idle
+            try:
+                solo = idle.pop()
+            except IndexError:
+                solo = None
+                if self._build_solo():
+                    return self._encode_flat(data, offsets)
+            if solo is not None:
+                try:
+                    ids, counts = solo.batch(data, offsets, n_docs, nbytes)
+                finally:
+                    idle.append(solo)
+                id_offsets = np.zeros(n_docs + 1, dtype=np.int64)
+                np.cumsum(counts, out=id_offsets[1:])
+                return ids, id_offsets
         # The ids are written straight into one buffer of a place per byte (an upper bound), the
         # parallel tasks' runs are moved together, and the result is that buffer's head: no second
         # buffer, no copy, no per-document gather. The buffer comes from a small pool of buffers
@@ -363,6 +530,8 @@ class Encoder:
 
         Arrow arrays are read zero-copy from their buffers. Nulls are refused.
         """
+        if isinstance(texts, list):  # (first: a short list's call should not pay for the imports below)
+            return self._encode_flat(*texts_to_flat(texts))
         import pyarrow as pa
 
         from fastenc.arrow_io import arrow_to_flat
@@ -379,14 +548,7 @@ class Encoder:
                 )
             data, offsets = arrow_to_flat(texts)
         else:
-            texts = list(texts)
-            for i, text in enumerate(texts):
-                if not isinstance(text, str):
-                    raise InputError(f"encode_batch: item {i} is {type(text).__name__}, not str")
-            encoded = [_to_utf8(t) for t in texts]
-            offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-            np.cumsum([len(b) for b in encoded], out=offsets[1:])
-            data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+            data, offsets = texts_to_flat(list(texts))
         return self.encode_arrays(data, offsets)
 
     # --- decoding -----------------------------------------------------------------------

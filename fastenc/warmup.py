@@ -60,8 +60,9 @@ def _probe_kernels(family: str) -> list:
     if family == "encoder":
         from fastenc.kernels.decode import decode_into
         from fastenc.kernels.runs import encode_docs
+        from fastenc.kernels.solo import lane_docs, lane_one
 
-        return [_WithClassTable(encode_docs), decode_into]
+        return [_WithClassTable(encode_docs), decode_into, lane_one, lane_docs]
     if family == "wide":
         from fastenc.kernels.runs import encode_docs_wide
 
@@ -186,7 +187,9 @@ def warm_encoder(work: Path) -> None:
     import fastenc
 
     enc = fastenc.load("gpt2")
-    enc.decode_bytes(enc.encode_bytes("Hello, world! Grüße 123".encode()))
+    enc.decode_bytes(enc.encode_bytes("Hello, world! Grüße 123".encode()))  # (the one-text lane)
+    enc.encode_batch(["Grüße", "123"])  # (a small list: the lane's batch kernel)
+    enc._encode_in_slot(b"Hello")  # (a call while the lane is busy: the batch kernel, on a task slot)
 
 
 def warm_wide(work: Path) -> None:
@@ -199,6 +202,7 @@ def warm_wide(work: Path) -> None:
     for name in ("cl100k_base", "o200k_base"):
         enc = fastenc.load(name)
         enc.decode_bytes(enc.encode_bytes("Hello, world! Grüße 123 🙂 中文".encode()))
+        enc._encode_in_slot(b"Hello")  # (the batch kernel itself, not only from the lane)
     src = _write_parquet(work / "docs-wide.parquet", "text", _DOCS)
     encode_gpt2([src], work / "wide-out", encoding="o200k_base", quiet=True)  # the recipe's uint32 kernels
     verify_output(work / "wide-out", [src])
@@ -240,7 +244,9 @@ def warm_gpt2(work: Path) -> None:
     import fastenc
     from fastenc.recipes.gpt2 import encode_gpt2, verify_output
 
-    fastenc.load("gpt2").encode_batch(_DOCS)
+    enc = fastenc.load("gpt2")
+    enc.encode_batch(_DOCS)
+    enc._encode_in_slot(b"Hello")  # (the batch kernel itself: a batch this small runs on the one-text lane)
 
     src = _write_parquet(work / "docs-gpt2.parquet", "text", _DOCS)
     encode_gpt2([src], work / "gpt2-out", quiet=True)

@@ -15,6 +15,7 @@ MISSING = "/nonexistent/fastenc-bench-input.parquet"
 # script -> the arguments that point every corpus it reads at a missing path
 CASES = {
     "ab_encode.py": ["HEAD", "--docs", MISSING],
+    "ab_percall.py": ["HEAD", "--docs", MISSING],
     "bench_bytes.py": ["--input", MISSING],
     "bench_encodings.py": ["--docs", MISSING],
     "bench_gpt2.py": ["--shared", "/nonexistent", "--tools", "fastenc"],

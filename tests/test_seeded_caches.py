@@ -12,7 +12,7 @@ import pytest
 
 import fastenc
 from fastenc.kernels.config import WHOLE_PIECE_LOOKUP
-from fastenc.kernels.piece_cache import TINY_MAX_BYTES, cache_lookup, max_piece_bytes, tiny_cache_lookup
+from fastenc.kernels.piece_cache import TINY_MAX_BYTES, cache_lookup, max_piece_bytes, one_task, tiny_cache_lookup
 from fastenc.kernels.piece_cache_wide import WIDE_MAX_ID, seed_wide_cache, wide_cache_lookup
 from test_encodings import _from_committed_files  # the offline tiktoken oracle
 
@@ -41,7 +41,7 @@ def _cached(short, piece: np.ndarray):
 def test_the_first_call_finds_every_short_token_in_the_cache(name):
     enc = _fresh(name)
     assert enc.encode("a") == _from_committed_files(name).encode_ordinary("a")
-    short = enc._task_caches().short[0]
+    short = enc._idle[0].caches.short  # (encode runs on the one-text lane, seeded like a task slot)
     most = max_piece_bytes(short)
     lengths = np.diff(enc.vocab.token_offsets)
     table = enc.vocab.token_table
@@ -58,22 +58,24 @@ def test_the_first_call_finds_every_short_token_in_the_cache(name):
 def test_gpt2s_first_call_finds_every_short_token_in_the_tiny_or_short_cache(tiktoken_gpt2):
     enc = _fresh("gpt2")
     assert enc.encode("a") == tiktoken_gpt2.encode_ordinary("a")
-    caches = enc._task_caches()
+    caches = one_task(enc._task_caches(), 0)
+    enc._seed(enc._task_caches(), 0)  # (task 0 as a batch's first call seeds it: encode runs on the lane)
     lengths = np.diff(enc.vocab.token_offsets)
     table = enc.vocab.token_table
     tids = np.sort(table[table >= 0])
-    eligible = tids[(lengths[tids] >= 1) & (lengths[tids] <= max_piece_bytes(caches.short[0]))]
+    eligible = tids[(lengths[tids] >= 1) & (lengths[tids] <= max_piece_bytes(caches.short))]
     out = np.zeros(64, np.uint16)
 
-    def cached(tid):
+    def cached(tid, caches):
         piece = _token(enc, tid)
-        lookup, cache = (tiny_cache_lookup, caches.tiny[0]) if len(piece) <= TINY_MAX_BYTES else (cache_lookup, caches.short[0])
+        lookup, cache = (tiny_cache_lookup, caches.tiny) if len(piece) <= TINY_MAX_BYTES else (cache_lookup, caches.short)
         got = lookup(cache, piece, np.int64(0), np.int64(len(piece)), out, np.int64(0), np.int64(64))
         return out[:got].tolist() if got >= 0 else None
 
     sample = np.random.default_rng(3).choice(eligible, 3000, replace=False).tolist() + eligible[-50:].tolist()
-    assert sum(cached(t) != [t] for t in sample) <= len(sample) // 100
-    assert [t for t in sample if cached(t) not in (None, [t])] == []
+    for where in (caches, enc._idle[0].caches):  # task 0's, and the one-text lane's
+        assert sum(cached(t, where) != [t] for t in sample) <= len(sample) // 100
+        assert [t for t in sample if cached(t, where) not in (None, [t])] == []
     texts = [_token(enc, t).tobytes().decode("utf-8", "replace") for t in sample[:1500]]
     texts += [f"({t}) {t}" for t in texts[:500]]
     ids, offsets = enc.encode_batch(texts)
@@ -84,11 +86,14 @@ def test_gpt2s_first_call_finds_every_short_token_in_the_tiny_or_short_cache(tik
 def test_special_tokens_and_unused_tasks_are_not_seeded(name):
     enc = _fresh(name)
     enc.encode("hello")
+    assert enc._seeded == set()  # (a one-text call runs on the lane, and seeds no task slot)
+    enc._encode_in_slot(b"hello")
     short = enc._task_caches().short
     for text, tid in enc.info.special_tokens.items():
         piece = np.frombuffer(text.encode(), np.uint8)
         if len(piece) <= max_piece_bytes(short[0]):
             assert _cached(short[0], piece) is None, text
+            assert _cached(enc._idle[0].caches.short, piece) is None, text
         assert tid not in set(enc._seed_ids.tolist())
     assert enc._seeded == {0}  # (thread 1's own caches, when it has any, stay empty until used)
     if short.shape[0] > 1:

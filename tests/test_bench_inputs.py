@@ -22,6 +22,7 @@ CASES = {
     "bench_gpt2_recipe.py": ["--input", MISSING],
     "bench_languages.py": ["--docs", MISSING],
     "bench_merge.py": ["--docs", MISSING],
+    "bench_patterns.py": ["--shared", "/nonexistent", "--docs", MISSING],
     "bench_scale.py": ["--urls", MISSING, "--docs", MISSING],
     "bench_task_threads.py": ["--docs", MISSING, "--urls", MISSING],
     "bench_urls.py": ["--corpus", MISSING],

@@ -3,7 +3,8 @@
 tiktoken (fancy-regex) for tiktoken patterns, compared by ids on GPT-2's vocabulary; HF tokenizers
 (Oniguruma) for tokenizer.json splits, compared piece by piece and by ids. The patterns are the
 models' own and patterns generated from the dialect at random. ``FASTENC_FUZZ`` sets the texts
-per pattern (.ci/run's full run uses 10,000).
+per pattern; the generated patterns run ``budget.examples`` (all of them in .ci/run's second run, and
+tests/test_modern_tokenizers.py fuzzes each model pattern with 10,000 texts there).
 """
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ from hypothesis import strategies as st
 
 import fastenc
 from fastenc.pattern import LLAMA3, O200K, QWEN2, TEKKEN, CL100K, PatternError, Stage, compile_stages
+from budget import examples
 from pattern_support import (encoder_with_split, fastenc_pieces, gpt2_ranks, hf_pieces, random_texts,
                              tiktoken_reference, write_rank_file)
 
 tiktoken = pytest.importorskip("tiktoken")
 pytest.importorskip("tokenizers")
-FUZZ = int(os.environ.get("FASTENC_FUZZ", "1500"))
+FUZZ = int(os.environ.get("FASTENC_FUZZ", "1000"))
 DEEPSEEK_V3_LAST = (r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
                     r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN35 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -116,7 +118,7 @@ def _compiled_or_skip(pattern, engine, keep_gaps):
         assume(False)
 
 
-@settings(max_examples=max(FUZZ // 10, 60), deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=list(HealthCheck))
 @given(pattern=_pattern("tiktoken"), seed=st.integers(0, 2**32 - 1))
 def test_generated_patterns_equal_tiktoken(base, pattern, seed):
     _compiled_or_skip(pattern, "tiktoken", False)
@@ -131,7 +133,7 @@ def test_generated_patterns_equal_tiktoken(base, pattern, seed):
         assert ids[offsets[i]:offsets[i + 1]].tolist() == ref.encode_ordinary(text), (pattern, text)
 
 
-@settings(max_examples=max(FUZZ // 10, 60), deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=list(HealthCheck))
 @given(pattern=_pattern("hf"), seed=st.integers(0, 2**32 - 1))
 def test_generated_patterns_equal_oniguruma(pattern, seed):
     program = _compiled_or_skip(pattern, "hf", True)

@@ -242,7 +242,7 @@ def test_workers_die_with_a_killed_parent(recipe, inputs, reference, tmp_path):
 def test_a_signal_as_soon_as_the_command_handles_it_is_one_line(sig, inputs, tmp_path):
     """The handlers are the first thing ``python -m fastenc`` sets up, before numba or pyarrow is
     imported: a signal at that moment is one line and 128 + its number, never a traceback."""
-    proc = _start("bytes", inputs, tmp_path / "out")
+    proc = _start("bytes", inputs, tmp_path / "out", "-q")  # (no progress bar: on a quick machine it may come first)
     _handlers_installed(proc)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)

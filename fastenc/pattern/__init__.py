@@ -53,7 +53,7 @@ def split_of_tiktoken(pattern: str) -> tuple[int, tuple[Stage, ...]]:
     if regex in _FAST_TIKTOKEN:
         return _FAST_TIKTOKEN[regex], ()
     if re.fullmatch(r"[A-Za-z0-9_\-]+", regex):
-        raise VocabError(f"pattern={pattern!r} is not a known split; pass the regex itself or one of "
+        raise VocabError(f"pattern={pattern!r} is an unknown name; pass the model's regex itself or one of "
                          f"{sorted(KNOWN_PATTERNS)}")
     stages = (Stage(regex, "tiktoken"),)
     parse(regex, "tiktoken")  # refuse what cannot be exact now, with the construct named

@@ -316,7 +316,12 @@ class Run:
         out.parent.mkdir(parents=True, exist_ok=True)
         # one run of this output at a time, from here to the end of the run: a second one waits
         self._lock = staging.RunLock(self._lock_path())
-        self._lock.acquire(self._waiting)
+        try:
+            self._lock.acquire(self._waiting)
+        except BaseException:  # a signal in the middle of taking it: no lock file is left behind unheld
+            self._lock = None
+            staging.clean_locks(self._lock_path().parent, self._lock_path().name, "")
+            raise
         staging.clean_stale(out.parent, out.name, spec.is_own)  # stages (a new OUT's too) of processes that are gone
         if spec.mode == "into":
             if out.is_dir():

@@ -170,6 +170,9 @@ _DOCS = [
     "   indented\n\nparagraphs\twith tabs",
     "x" * 300,
 ]
+# The recipes' batches are larger than the one-text lane takes (encoder._SOLO_BATCH_BYTES): a warm-up
+# batch must be too, or the batch kernels the workers run are left to compile in the workers.
+_LANE_SIZED_OUT = _DOCS * 1500
 
 
 def _write_parquet(path: Path, column: str, values: list[str]) -> Path:
@@ -203,7 +206,7 @@ def warm_wide(work: Path) -> None:
         enc = fastenc.load(name)
         enc.decode_bytes(enc.encode_bytes("Hello, world! Grüße 123 🙂 中文".encode()))
         enc._encode_in_slot(b"Hello")  # (the batch kernel itself, not only from the lane)
-    src = _write_parquet(work / "docs-wide.parquet", "text", _DOCS)
+    src = _write_parquet(work / "docs-wide.parquet", "text", _LANE_SIZED_OUT)
     encode_gpt2([src], work / "wide-out", encoding="o200k_base", quiet=True)  # the recipe's uint32 kernels
     verify_output(work / "wide-out", [src])
 
@@ -248,7 +251,7 @@ def warm_gpt2(work: Path) -> None:
     enc.encode_batch(_DOCS)
     enc._encode_in_slot(b"Hello")  # (the batch kernel itself: a batch this small runs on the one-text lane)
 
-    src = _write_parquet(work / "docs-gpt2.parquet", "text", _DOCS)
+    src = _write_parquet(work / "docs-gpt2.parquet", "text", _LANE_SIZED_OUT)
     encode_gpt2([src], work / "gpt2-out", quiet=True)
     verify_output(work / "gpt2-out", [src])
 

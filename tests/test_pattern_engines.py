@@ -130,7 +130,13 @@ def test_generated_patterns_equal_tiktoken(base, pattern, seed):
     texts = random_texts(np.random.default_rng(seed), 30)
     ids, offsets = ours.encode_batch(texts)
     for i, text in enumerate(texts):
-        assert ids[offsets[i]:offsets[i + 1]].tolist() == ref.encode_ordinary(text), (pattern, text)
+        try:
+            want = ref.encode_ordinary(text)
+        except (Exception, BaseException) as exc:  # pyo3's PanicException is a BaseException
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            assume(False)  # fancy-regex gave up (its backtrack limit): no reference to compare with
+        assert ids[offsets[i]:offsets[i + 1]].tolist() == want, (pattern, text)
 
 
 @settings(max_examples=examples(600), deadline=None, suppress_health_check=list(HealthCheck))

@@ -118,6 +118,9 @@ class _Parser:
                 self.fail(f"'{self.peek()}' after a counted repeat (Oniguruma's Ruby syntax reads it as another "
                           "repeat or an optional group, not as a possessive or lazy modifier)")
             if self.peek() == "?":
+                if self.engine == "tiktoken":
+                    self.fail("a lazy quantifier under tiktoken's engine (fancy-regex's leftmost-first choice "
+                              "between lazy branches differs from backtracking in corner cases)")
                 mode, self.i = "lazy", self.i + 1
             elif self.peek() == "+":
                 mode, self.i = "possessive", self.i + 1

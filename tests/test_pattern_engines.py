@@ -127,6 +127,7 @@ def test_generated_patterns_equal_tiktoken(base, pattern, seed):
     except ValueError:
         assume(False)  # a pattern fancy-regex itself refuses
     ours = encoder_with_split(base, [Stage(pattern, "tiktoken")])
+    program = compile_stages([Stage(pattern, "tiktoken")])
     texts = random_texts(np.random.default_rng(seed), 30)
     ids, offsets = ours.encode_batch(texts)
     for i, text in enumerate(texts):
@@ -136,7 +137,24 @@ def test_generated_patterns_equal_tiktoken(base, pattern, seed):
             if isinstance(exc, KeyboardInterrupt):
                 raise
             assume(False)  # fancy-regex gave up (its backtrack limit): no reference to compare with
-        assert ids[offsets[i]:offsets[i + 1]].tolist() == want, (pattern, text)
+        got = ids[offsets[i]:offsets[i + 1]].tolist()
+        if got != want and _regex_module_agrees(pattern, program, text):
+            # fancy-regex is the odd one out: for [\p{L}\p{N}\p{Lu}]+\p{L}?[\p{L}\p{N}\p{Lu}]+ it encodes a
+            # lone "a", which the pattern (two characters at least) cannot match; fastenc and Python's
+            # backtracking `regex` agree. docs/patterns.md lists these; no model's pattern has one.
+            continue
+        assert got == want, (pattern, text)
+
+
+def _regex_module_agrees(pattern: str, program, text: str) -> bool:
+    """Does Python's `regex` (a backtracking engine) cut ``text`` as fastenc does? Only for text whose
+    characters both engines' tables class alike (the fuzz alphabet, assigned long ago)."""
+    import regex
+
+    try:
+        return [m.group() for m in regex.finditer(pattern, text)] == fastenc_pieces(program, text)
+    except regex.error:
+        return False
 
 
 @settings(max_examples=examples(600), deadline=None, suppress_health_check=list(HealthCheck))

@@ -70,17 +70,33 @@ class OutFile:
     def finish(self) -> None:
         self.staged.finish()
 
+    committed = False  # renamed onto its final name (temp=True), or finished in place (temp=False)
+
     def commit(self) -> None:
         if self.temp:
             faults.step("rename", self.path)
             os.replace(self.write_path, self.path)
+            self.committed = True  # (before the hook: a signal just after the rename finds it done)
             faults.step(faults.RENAMED, self.path)
+        else:
+            self.committed = True
 
     def discard(self) -> None:
+        """Close and delete what this file wrote: its temporary, or its final name if it was
+        renamed there already (the caller's commit point was not reached)."""
         self.staged.close_quietly()
-        if self.temp:
-            with contextlib.suppress(FileNotFoundError):
-                self.write_path.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            (self.path if self.committed else self.write_path).unlink()
+
+
+def discard_all(files, commit_point) -> None:
+    """A writer's abort: nothing if its commit point (the file renamed last) was renamed -- the
+    output is complete, a signal came just after --, else every file it wrote goes."""
+    if commit_point is not None and commit_point.committed:
+        return
+    for out in files:
+        if out is not None:
+            out.discard()
 
 
 def as_batch(ids, lengths, dtype: np.dtype, where: str) -> tuple[np.ndarray, np.ndarray, int]:

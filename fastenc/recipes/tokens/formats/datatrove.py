@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from fastenc.errors import UsageError
-from fastenc.recipes.tokens.formats._files import (BadTokenFile, Counters, OutFile, TokenDocs, as_batch, file_size,
-                                                   memmap, write_array)
+from fastenc.recipes.tokens.formats._files import (BadTokenFile, Counters, OutFile, TokenDocs, as_batch, discard_all,
+                                                   file_size, memmap, write_array)
 
 __all__ = ["DatatroveWriter", "read_datatrove", "write_datatrove", "token_size", "metric", "paths"]
 
@@ -132,9 +132,7 @@ class DatatroveWriter:
         if self.state == "aborted":
             return
         self.state = "aborted"
-        for out in (self._ds, self._index, self._meta):
-            if out is not None:
-                out.discard()
+        discard_all((self._ds, self._index, self._meta), self._ds)
 
     def __enter__(self):
         return self

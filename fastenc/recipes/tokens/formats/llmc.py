@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from fastenc.errors import UsageError
-from fastenc.recipes.tokens.formats._files import (BadTokenFile, Counters, OutFile, TokenDocs, as_batch, file_size,
-                                                   memmap, write_array)
+from fastenc.recipes.tokens.formats._files import (BadTokenFile, Counters, OutFile, TokenDocs, as_batch, discard_all,
+                                                   file_size, memmap, write_array)
 
 __all__ = ["LlmcWriter", "read_llmc", "write_llmc", "header", "MAGIC", "HEADER_BYTES", "shard_name"]
 
@@ -104,7 +104,7 @@ class LlmcWriter:
     def abort(self) -> None:
         if self.state != "aborted":
             self.state = "aborted"
-            self._out.discard()
+            discard_all((self._out,), self._out)
 
     def __enter__(self):
         return self

@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from fastenc.errors import UsageError
-from fastenc.recipes.tokens.formats._files import (BadTokenFile, Counters, OutFile, TokenDocs, as_batch, file_size,
-                                                   memmap, write_array)
+from fastenc.recipes.tokens.formats._files import (BadTokenFile, Counters, OutFile, TokenDocs, as_batch, discard_all,
+                                                   file_size, memmap, write_array)
 from fastenc.run.staging import temp_name
 
 __all__ = ["MegatronWriter", "read_megatron", "write_megatron", "HEADER", "DTYPE_CODES", "paths"]
@@ -140,9 +140,7 @@ class MegatronWriter:
             self._spill.close()
         with contextlib.suppress(FileNotFoundError):
             self._spill_path.unlink()
-        self._bin.discard()
-        if self._idx is not None:
-            self._idx.discard()
+        discard_all((self._bin, self._idx), self._idx)
 
     def __enter__(self):
         return self

@@ -628,3 +628,38 @@ def test_wrong_or_truncated_files_give_one_line_naming_the_file(tmp_path, fmt):
         path.unlink()
         assert str(path) in _one_line_error(BadTokenFile, read_tokens, fmt, tmp_path / fmt, delims)
         break
+
+
+def test_empty_documents_without_delimiters_keep_their_place(tmp_path, megatron):
+    """--bos none --eos none: an empty document is a zero-length sequence in Megatron's index (so
+    document i is still sequence i) and a repeated end in datatrove's."""
+    delims = {fmt: resolve(fastenc.load("gpt2"), fmt, bos="none", eos="none") for fmt in FORMATS}
+    ids, lengths = np.array([1, 2, 3, 4], dtype=np.uint16), np.array([2, 0, 0, 2])
+    offsets = [0, 2, 2, 2, 4]
+    mg_format.write_megatron(tmp_path / "m", *delims["megatron"].apply(ids, lengths))
+    for _, module in megatron:
+        got, got_offsets, _ = megatron_read(module, tmp_path / "m")
+        assert got.tolist() == [1, 2, 3, 4] and got_offsets.tolist() == offsets
+    dt_format.write_datatrove(tmp_path / "d.ds", *delims["datatrove"].apply(ids, lengths), "gpt2")
+    assert read_tokens("datatrove", tmp_path / "d").offsets.tolist() == offsets
+
+
+def test_datatrove_folder_of_several_files(tmp_path, datatrove_dataset):
+    """Several .ds files (with their .index and .metadata) in one folder: DatatroveFolderDataset
+    finds the data files only, reads each in windows of seq_len + 1 ids, and positions restart
+    at every document start (and every window start)."""
+    rng = np.random.default_rng(0)
+    shards = {"000_train.ds": [20, 44, 1, 63], "001_train.ds": [64, 64, 30, 34]}  # 128 and 192 ids
+    stream, starts, base = [], set(), 0
+    for name, lengths in shards.items():
+        ids = rng.integers(0, 50000, sum(lengths)).astype(np.uint16)
+        dt_format.write_datatrove(tmp_path / name, ids, lengths, "gpt2")
+        stream.append(ids)
+        starts |= {base + int(s) for s in np.cumsum(lengths) - lengths}
+        base += len(ids)
+    ds = datatrove_dataset.DatatroveFolderDataset(str(tmp_path), seq_len=63, token_size=2, return_positions=True)
+    assert len(ds) == 5
+    items = [ds[i] for i in range(len(ds))]
+    assert np.array_equal(np.concatenate([np.asarray(it["input_ids"]) for it in items]), np.concatenate(stream))
+    zeros = {64 * i + int(p) for i, it in enumerate(items) for p in np.flatnonzero(np.asarray(it["positions"]) == 0)}
+    assert zeros == starts | {64 * i for i in range(5)}

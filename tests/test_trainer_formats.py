@@ -523,6 +523,11 @@ def test_options_take_tokens_ids_and_none():
     d = resolve(enc, "megatron", bos="none", eos="none")
     ids, lengths = d.apply(np.array([1, 2, 3], dtype=np.uint16), [2, 1])
     assert ids.tolist() == [1, 2, 3] and lengths.tolist() == [2, 1]
+    d = resolve(enc, "megatron", bos=50256, eos=198)
+    ids, lengths = d.apply(np.array([1, 2, 3], dtype=np.uint16), [2, 1])
+    assert ids.tolist() == [50256, 1, 2, 198, 50256, 3, 198] and lengths.tolist() == [4, 3]
+    assert d.strip(ids[:4]).tolist() == [1, 2] and d.strip(np.array([5], dtype=np.uint16)).tolist() == [5]
+    assert d.as_dict()["rule"] == "<|endoftext|> (50256) before each document, '\\n' (198) after each document"
 
 
 def _one_line_error(exc_type, fn, *args, **kwargs) -> str:

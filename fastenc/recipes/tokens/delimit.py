@@ -36,6 +36,7 @@ one line (``UsageError``, exit status 2).
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -164,12 +165,27 @@ class Delimiters:
 
     def describe(self) -> str:
         """One line for the card: ``BOS <|begin_of_text|> (128000) first, EOS <|end_of_text|> (128001) last``."""
+        def shown(text, tid):
+            return str(tid) if not text else text if text.isprintable() else repr(text)
+
         parts = []
         if self.bos is not None:
-            parts.append(f"{self.bos_text or self.bos} ({self.bos}) before each document")
+            parts.append(f"{shown(self.bos_text, self.bos)} ({self.bos}) before each document")
         if self.eos is not None:
-            parts.append(f"{self.eos_text or self.eos} ({self.eos}) after each document")
+            parts.append(f"{shown(self.eos_text, self.eos)} ({self.eos}) after each document")
         return ", ".join(parts) if parts else "no delimiter (documents run together)"
+
+    def as_dict(self) -> dict:
+        """For the card and the sidecar."""
+        return {"bos": self.bos_text, "bos_id": self.bos, "eos": self.eos_text, "eos_id": self.eos,
+                "family": self.family, "source": self.source, "dtype": self.dtype.name, "n_ids": self.n_ids,
+                "format": self.fmt, "rule": self.describe()}
+
+    def strip(self, doc: np.ndarray) -> np.ndarray:
+        """One document's ids without its delimiters (for decode and verify)."""
+        start = 1 if self.bos is not None and len(doc) and doc[0] == self.bos else 0
+        end = len(doc) - 1 if self.eos is not None and len(doc) > start and doc[-1] == self.eos else len(doc)
+        return doc[start:end]
 
     def apply(self, ids: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The batch with each document's delimiters: (ids in ``dtype``, lengths int64).
@@ -272,6 +288,9 @@ def _resolve_one(value, default_text: str | None, table: dict[str, int], encoder
                          "files use for this vocabulary; pass a smaller id")
     if text is None:
         text = next((t for t, i in table.items() if i == tid), None)
+    if text is None:  # an ordinary token given by its id: its text, for the card
+        with contextlib.suppress(Exception):
+            text = encoder.decode_bytes([tid]).decode("utf-8")
     return tid, text
 
 

@@ -277,15 +277,29 @@ def _signals_blocked():
     Python's ``os.register_at_fork`` hooks (logging's, for one) in this process, and an exception
     raised inside one is printed as "ignored" and dropped: a Ctrl-C handled there was lost and the
     run went on. Held back, the signal is handled right after, in plain code. The workers start
-    with both blocked too, until ``_init_worker`` has set how they handle them."""
-    if not hasattr(signal, "pthread_sigmask"):
+    with both blocked too, until ``_init_worker`` has set how they handle them.
+
+    The mask alone does not hold it back: the kernel hands a process's signal to any thread that
+    does not block it (Numba's, Arrow's), and Python then runs the handler in the main thread
+    anyway, inside the pool's start (where an exception leaves the pool unable to shut down). So
+    the main thread's handlers only record the signal here, and it is raised again after."""
+    import threading
+
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
         yield
         return
+    held: list[int] = []
+    handlers = {s: signal.signal(s, lambda signum, frame: held.append(signum)) for s in _STOP_SIGNALS
+                if signal.getsignal(s) not in (None, signal.SIG_IGN)}  # (None: set outside Python, kept)
     old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     try:
         yield
     finally:
+        for s, handler in handlers.items():  # first: one still pending at the unmask reaches the command's handler
+            signal.signal(s, handler)
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        if held:
+            signal.raise_signal(held[0])  # to the handler the command installed, now in plain code
 
 
 @contextlib.contextmanager

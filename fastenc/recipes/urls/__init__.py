@@ -249,7 +249,14 @@ def _output(shard: int) -> OutputSpec:
         leftovers=(bin_name(shard),),
         shared=(TOKENIZER_DIR,),
         check=lambda out, meta: file_xxh3(out / bin_name(shard)) == meta["bin_xxh3_64"],
+        card=_render_card,
     )
+
+
+def _render_card(folder: Path) -> str:
+    from fastenc.recipes.urls.card import render
+
+    return render(folder)
 
 
 def _shard_request(path: Path, tokenizer_sha256: str, column: str, shard: int, num_shards: int, shard_check: bool,
@@ -298,6 +305,7 @@ def encode_shard(
     threads: int | None = None,
     overwrite: bool = False,
     quiet: bool = False,
+    command: dict | None = None,
 ) -> dict:
     """Encode one URL shard into ``out_dir``; returns the sidecar as written.
 
@@ -310,7 +318,7 @@ def encode_shard(
     elsewhere the sidecar is renamed in last, the commit) (docs/atomic-output.md). The bin does not depend on
     ``chunk_urls`` (URLs per write chunk) or ``threads``. Raises ``InputError`` (bad input),
     ``VerificationError`` (a URL outside the shard, or the written bin failing its read-back
-    check: then nothing is published).
+    check: then nothing is published). ``command``: how the run was started, for the card.
     """
     if shard is None and not shard_check and shard_from_name(Path(path)) is None:
         shard = 0
@@ -318,7 +326,7 @@ def encode_shard(
     enc, tok_src = _load_tokenizer(tokenizer)
     _open_column(path, column)  # a missing or non-text column fails before anything else
     request = _shard_request(path, enc.sha256, column, shard, num_shards, shard_check, skip_nulls)
-    with Run(_output(shard), out_dir, request, overwrite=overwrite, threads=threads) as run:
+    with Run(_output(shard), out_dir, request, overwrite=overwrite, threads=threads, command=command) as run:
         if run.done is not None:
             summary_line(f"fastenc urls: {run.out / bin_name(shard)} already holds this output (its sidecar matches); "
                          "nothing to do", quiet=quiet)
@@ -425,9 +433,9 @@ def _prepare_shared(out_dir, options: dict, quiet: bool) -> None:
     holds shards already, put ``OUT/tokenizer/`` in place (each worker would otherwise stage its
     own copy of it). A new ``OUT`` is not created here: a run stopped before its first shard's
     commit would leave a folder holding only ``tokenizer/`` under the final name."""
-    from fastenc.run.units import _compile_once
+    from fastenc.recipes.urls.recipe import FAMILY
 
-    _compile_once("urls", quiet)
+    FAMILY.compile_ahead(quiet)
     enc, tok_src = _load_tokenizer(options.get("tokenizer", "urls"))
     from fastenc.run import staging
 

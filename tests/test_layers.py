@@ -5,7 +5,7 @@
 
 Every import is walked with ``ast``, at module level and inside functions (a function-level import
 hides an upward edge from a reader, not from this test), and so is a string constant that names a
-fastenc module exactly (what ``importlib.import_module`` is handed, e.g. ``verify.FORMATS``). A
+fastenc module exactly (what ``importlib.import_module`` is handed, e.g. ``registry.DECLARED``). A
 second test refuses a private name (``_x``) of one module used by another, by ``from m import _x``
 or by ``m._x`` on an imported module.
 

@@ -78,11 +78,6 @@ ALLOWED_PRIVATE = {
     ("fastenc.recipes.urls", "fastenc.recipes.urls.tokenizer", "_copy_tokenizer"),
     ("fastenc.recipes.urls", "fastenc.recipes.urls.tokenizer", "_load_tokenizer"),
     ("fastenc.recipes.urls.check", "fastenc.recipes.urls.format", "_show"),
-    # The run's file moves: one rename or removal, fsynced (run/ is being changed elsewhere).
-    ("fastenc.recipes.urls", "fastenc.run.staging", "_rename"),
-    ("fastenc.run.lifecycle", "fastenc.run.staging", "_remove"),
-    ("fastenc.run.units", "fastenc.run.staging", "_rename"),
-    ("fastenc.run.units", "fastenc.run.staging", "_remove"),
     # The one-text lane runs the batch path's compiled span loop and its stop code (one loop, not two).
     ("fastenc.kernels.solo", "fastenc.kernels.runs", "_STOP_OUT"),
     ("fastenc.kernels.solo", "fastenc.kernels.runs", "_encode_span"),

@@ -340,7 +340,7 @@ class Run:
         manifest = out / self.spec.manifest
         if not manifest.exists():
             for name in self.spec.leftovers:  # data moved in by a run that never committed
-                staging._remove(out / name)
+                staging.remove_path(out / name)
             return
         if not self.overwrite:
             names = " / ".join(self.spec.leftovers + (self.spec.manifest,))
@@ -455,7 +455,7 @@ class Run:
             self._stage.discard()
             self._stage = None
         elif self._stage_path is not None and not self._committed:
-            staging._remove(self._stage_path)
+            staging.remove_path(self._stage_path)
         if self.spec.mode == "folder" and not self._committed:
             # every temporary of this process beside OUT is this run's (the lock keeps any other
             # run of OUT out, in this process too): none outlives a stopped run

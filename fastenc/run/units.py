@@ -106,7 +106,7 @@ class WorkDir:
         except BaseException:  # (a signal here too, even right after the mkdir: no temporary is left behind)
             if stage is not None:
                 stage.discard()
-            staging._remove(tmp)
+            staging.remove_path(tmp)
             raise
         try:
             os.rename(tmp, self.dir)
@@ -152,7 +152,7 @@ class WorkDir:
         final = self.unit_dir(i)
         if final.exists():  # a spill that did not verify: replaced
             shutil.rmtree(final)
-        staging._rename(stage.dir, final)
+        staging.rename_step(stage.dir, final)
 
     def remove(self) -> None:
         """Delete the work folder: its unit folders on a thread per core (deleting a spill frees its

@@ -449,7 +449,7 @@ def _prepare_shared(out_dir, options: dict, quiet: bool) -> None:
         try:
             _copy_tokenizer(tok_src, stage)
             stage.finish()
-            staging._rename(stage.dir / TOKENIZER_DIR, out / TOKENIZER_DIR)
+            staging.rename_step(stage.dir / TOKENIZER_DIR, out / TOKENIZER_DIR)
         finally:
             stage.discard()
 

@@ -25,11 +25,13 @@ __all__ = ["CARD", "render", "write"]
 
 
 def _renderer(out: Path):
-    from fastenc.recipes.registry import detect
+    from fastenc.recipes.registry import detect, recipes
 
     fmt = detect(out)
     if fmt.card is None:
-        raise InputError(f"{out} is {fmt.name} output, which has no dataset card (cards are for the urls, gpt2 and bytes recipes)")
+        carded = [r.name for r in recipes() if r.format.card is not None]
+        raise InputError(f"{out} is {fmt.name} output, which has no dataset card (cards are for the "
+                         f"{', '.join(carded[:-1])} and {carded[-1]} recipes)")
     return fmt.card
 
 

@@ -254,7 +254,7 @@ def scratch_folder() -> tempfile.TemporaryDirectory:
     """The warm-up runs' scratch folder, ``fastenc-warmup-<pid>-*`` in the temporary directory.
 
     A warm-up that is killed leaves it behind: Ctrl-C during a first run's compile kills the
-    compiling child and its helper with SIGKILL (``_compile_in_child``), which skips their clean-up.
+    compiling child and its helper with SIGKILL (``fastenc.run.ahead.compile_in_child``), which skips their clean-up.
     So each warm-up first removes the folders of earlier ones whose process is gone."""
     remove_stale_scratch()
     return tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")

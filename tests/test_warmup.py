@@ -147,12 +147,14 @@ def test_a_failing_warmup_does_not_stop_the_command(tmp_path, monkeypatch, capsy
     from types import SimpleNamespace
 
     from fastenc import warmup
+    from fastenc.run import ahead
 
     def broken(*args, **kwargs):
         raise OSError("no space left in the temporary folder")
 
     monkeypatch.setattr(warmup, "cold_families", lambda families: list(families))
-    monkeypatch.setattr(warmup, "_compile_in_child", lambda families, quiet: False)  # (the child failed too)
+    monkeypatch.setattr(ahead, "cold", lambda families, probes_of: list(families))
+    monkeypatch.setattr(ahead, "compile_in_child", lambda families, quiet: False)  # (the child failed too)
     monkeypatch.setattr(warmup, "compile_families", broken)
     warmup.prepare("encode", SimpleNamespace(input="-", quiet=False))  # must not raise
     assert "compiling ahead failed (OSError: no space left" in capsys.readouterr().err

@@ -104,7 +104,7 @@ def bench_kernels(corpus: Path, reps: int, stride: int) -> list[dict]:
 
     import fastenc
     from fastenc.kernels.canonical import canonical_batch
-    from fastenc.recipes.urls import _Buffers, encode_url_chunk
+    from fastenc.recipes.urls import EncodeBuffers, encode_url_chunk
 
     _, data, offsets = corpus_arrays(corpus)
     n = len(offsets) - 1
@@ -130,7 +130,7 @@ def bench_kernels(corpus: Path, reps: int, stride: int) -> list[dict]:
             ids, _ = enc.encode_arrays(canon, offsets)
             times.append(time.perf_counter() - t)
         rows.append(dict(name="fastenc encode_arrays (warm caches)", threads=threads, urls=n, tokens=len(ids), seconds=statistics.median(times)))
-        bufs = _Buffers()
+        bufs = EncodeBuffers()
         times = []
         for _ in range(reps):
             t = time.perf_counter()

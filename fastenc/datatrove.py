@@ -29,100 +29,37 @@ from typing import Sequence
 
 from datatrove.pipeline.base import PipelineStep
 
-__all__ = ["BytesMap", "Gpt2Map", "UrlsMap", "Finalize", "RECIPES"]
+__all__ = ["BytesMap", "Gpt2Map", "UrlsMap", "Finalize", "recipe_names"]
 
-RECIPES = ("bytes", "gpt2", "urls")
+
+def recipe_names() -> tuple:
+    """The recipes that have datatrove steps (every registered one with ``Recipe.steps``)."""
+    from fastenc.recipes.registry import recipes
+
+    return tuple(r.name for r in recipes() if r.steps is not None)
 
 
 class _Units:
-    """One recipe's run as units: how many, run one, is one done, and the whole run (finalize)."""
+    """One recipe's run as units: run a rank's share, and the whole run (finalize): its ``Recipe.steps``."""
 
     def __init__(self, recipe: str, inputs: Sequence, output: str, options: dict):
-        if recipe not in RECIPES:
-            raise ValueError(f"unknown recipe {recipe!r}: choose from {', '.join(RECIPES)}")
         from fastenc.arrow_io import as_input_list, resolve_inputs
+        from fastenc.recipes import registry
 
+        if recipe not in recipe_names():
+            raise ValueError(f"unknown recipe {recipe!r}: choose from {', '.join(recipe_names())}")
+        self.steps = registry.recipe(recipe).steps
         # folders and globs resolved once, here, so that every rank splits the same list of files
         self.inputs = [os.fspath(p) for p in resolve_inputs(as_input_list(inputs))]
         self.recipe, self.output, self.options = recipe, os.fspath(output), options
 
-    def _job(self):
-        if self.recipe == "bytes":
-            from fastenc.recipes.bytes import map_unit, plan_bytes
-
-            job = plan_bytes(self.inputs, self.output, **_without(self.options, "quiet", "threads", "overwrite"))
-            return job, len(job.infos), map_unit
-        from fastenc.recipes.gpt2 import map_unit, plan_gpt2
-
-        job = plan_gpt2(self.inputs, self.output, **_without(self.options, "quiet", "threads", "overwrite"))
-        return job, len(job.src.infos), map_unit
-
     def run_ranks(self, rank: int, world_size: int, step: PipelineStep) -> None:
         """Map the units of this rank whose output does not verify yet."""
-        if self.recipe == "urls":
-            from fastenc.recipes.urls import encode_unit, shards_missing
-
-            opts = _without(self.options, "quiet", "threads", "shard")
-            mine = range(rank, len(self.inputs), world_size)
-            for i in shards_missing(self.inputs, self.output, indices=mine, **opts):
-                encode_unit(self.inputs, self.output, None, opts, True, i, threads=self.options.get("threads"))
-                step.stat_update("units_mapped")
-            return
-        from fastenc.run.units import WorkDir
-
-        job, n, map_unit = self._job()
-        work = WorkDir(self.output, job.request).open(clean=False)
-        for i in range(rank, n, world_size):
-            if work.finished(i) is None:
-                map_unit(job, i)
-                step.stat_update("units_mapped")
-            else:
-                step.stat_update("units_already_done")
+        self.steps.map_rank(self.inputs, self.output, self.options, rank, world_size, step.stat_update)
 
     def finalize(self) -> object:
         """Check every unit, then reduce and publish (nothing is re-encoded)."""
-        from fastenc.run.units import WorkDir, missing_units
-
-        if self.recipe == "urls":
-            from fastenc.recipes.urls import read_sidecars, shards_missing
-
-            opts = _without(self.options, "quiet", "threads", "shard")
-            missing = set(shards_missing(self.inputs, self.output, **opts))  # every sidecar, and its bin's xxh3
-            missing_units(range(len(self.inputs)), lambda i: i not in missing, self.output)
-            return read_sidecars(self.inputs, self.output)  # each shard published itself: nothing to reduce
-        job, n, _ = self._job()
-        work = WorkDir(self.output, job.request)
-        if not _published(self.recipe, self.inputs, self.output, self.options):
-            missing_units(range(n), lambda i: work.finished(i) is not None, str(work.dir))
-        return _encode(self.recipe, self.inputs, self.output, self.options)
-
-
-def _published(recipe: str, inputs, output: str, options: dict) -> bool:
-    """Whether ``output`` already holds this very output (a finalize step run twice)."""
-    from fastenc.run import finished_same
-    from pathlib import Path
-
-    if recipe == "bytes":
-        from fastenc.recipes.bytes import OUTPUT, plan_bytes as plan
-    else:
-        from fastenc.recipes.gpt2 import OUTPUT, plan_gpt2 as plan
-    job = plan(inputs, output, **_without(options, "quiet", "threads", "overwrite"))
-    return finished_same(Path(output), OUTPUT, job.request) is not None
-
-
-def _encode(recipe: str, inputs, output: str, options: dict):
-    opts = {"quiet": True, **options}
-    if recipe == "bytes":
-        from fastenc.recipes.bytes import encode_bytes
-
-        return encode_bytes(inputs, output, **opts)
-    from fastenc.recipes.gpt2 import encode_gpt2
-
-    return encode_gpt2(inputs, output, **opts)
-
-
-def _without(options: dict, *names: str) -> dict:
-    return {k: v for k, v in options.items() if k not in names and k != "workers"}
+        return self.steps.finalize(self.inputs, self.output, self.options)
 
 
 class _MapStep(PipelineStep):

@@ -35,18 +35,13 @@ import time
 from pathlib import Path
 
 from fastenc.errors import InputError
+from fastenc.recipes import registry
+from fastenc.recipes.base import KernelFamily
+from fastenc.recipes.warm_inputs import LANE_SIZED_OUT, write_parquet
+from fastenc.run import ahead
 from fastenc.tasks import usable_cpus
 
-# CPU seconds to compile each family from an empty cache on 2 cores: a record only, the notice promises no
-# time (it ranges several-fold with the machine and its load); bench/RESULTS.md, "Start-up".
-# "wide" is the loop of vocabularies past 65,535 ids and of split patterns, which GPT-2 and URL runs do not compile.
-ESTIMATED_SECONDS = {"encoder": 16, "urls": 18, "gpt2": 16, "bytes": 2, "wide": 27}
-
 WIDE_BUILTINS = ("cl100k_base", "o200k_base")  # ids above 65,535: the "wide" family
-
-# command -> the families it needs (``verify`` and ``decode``: by the output's format)
-COMMAND_FAMILIES = {"urls": ("urls",), "gpt2": ("gpt2",), "bytes": ("bytes",), "encode": ("encoder",)}
-FORMAT_FAMILIES = {"urls": ("urls",), "gpt2": ("gpt2",), "fastenc-bytes": ("bytes",)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -57,76 +52,15 @@ FORMAT_FAMILIES = {"urls": ("urls",), "gpt2": ("gpt2",), "fastenc-bytes": ("byte
 def _probe_kernels(family: str) -> list:
     """Top-level kernels of a family: if each has a cache entry for this CPU, so does the
     family (a caller's entry holds its callees' code)."""
-    if family == "encoder":
-        from fastenc.kernels.decode import decode_into
-        from fastenc.kernels.runs import encode_docs
-        from fastenc.kernels.solo import lane_docs, lane_one
-
-        return [_WithClassTable(encode_docs), decode_into, lane_one, lane_docs]
-    if family == "wide":
-        from fastenc.kernels.runs import encode_docs_wide
-
-        return [encode_docs_wide]
-    if family == "urls":
-        from fastenc.kernels import url_pack
-        from fastenc.kernels.canonical import canonical_run
-        from fastenc.kernels.xxh3 import xxh3_64_run
-
-        return [url_pack.pack_url_run, url_pack.gather_slots, url_pack.sort_buckets, url_pack.span_offsets,
-                url_pack.decode_urls, xxh3_64_run, canonical_run]
-    if family == "gpt2":
-        from fastenc.kernels.decode import decode_into
-        from fastenc.kernels.runs import encode_docs
-
-        return [_WithClassTable(encode_docs), decode_into]
-    if family == "bytes":
-        from fastenc.kernels.bytes_pack import count_high_bytes, pack_documents
-
-        return [pack_documents, count_high_bytes]
-    raise ValueError(f"unknown kernel family {family!r}")
-
-
-class _WithClassTable:
-    """A probe for ``runs.encode_docs`` with a class table (GPT-2's loop), not ``classes=None``
-    (the URL vocabulary's specialisation, which a URL run caches first: ``Encoder.kernel_classes``)."""
-
-    CLASSES = 5  # encode_docs(data, offsets, first, last, vocab, classes, ...)
-
-    def __init__(self, dispatcher):
-        self.dispatcher = dispatcher
-
-    def wants(self, signature) -> bool:
-        from numba.core import types
-
-        return not isinstance(signature[self.CLASSES], (types.NoneType, types.Omitted))
-
-
-def _cached_for_this_cpu(kernel) -> bool | None:
-    """Whether Numba's cache index of ``kernel`` (a dispatcher, or a ``_WithClassTable`` probe) has
-    an entry for this CPU and this source; None when that cannot be told (Numba internals changed,
-    caching off)."""
-    dispatcher = getattr(kernel, "dispatcher", kernel)
-    wants = getattr(kernel, "wants", lambda signature: True)
-    try:
-        cache = dispatcher._cache
-        if not getattr(cache, "_enabled", False) or not hasattr(cache, "_cache_file"):
-            return None
-        magic = dispatcher.targetctx.codegen().magic_tuple()
-        index = cache._cache_file._load_index()  # {} when missing or made from other source
-        return any(key[1] == magic and wants(key[0]) for key in index)
-    except Exception:  # noqa: BLE001 - a best-effort look at internals
-        return None
+    if family not in kernel_families():
+        raise ValueError(f"unknown kernel family {family!r}")
+    return kernel_families()[family].probes()
 
 
 def cold_families(families) -> list[str]:
     """The families whose kernels are not all in Numba's cache for this CPU. Unknown counts as
     cached (no notice rather than a wrong one)."""
-    cold = []
-    for family in families:
-        states = [_cached_for_this_cpu(k) for k in _probe_kernels(family)]
-        if any(state is False for state in states):
-            cold.append(family)
-    return cold
+    return ahead.cold(families, lambda family: _probe_kernels(family))
 
 
 def families_for(command: str, args) -> tuple:
@@ -135,17 +69,16 @@ def families_for(command: str, args) -> tuple:
         return ("wide",)  # (a tokenizer given by path is not opened here: a wide one compiles unannounced)
     if command == "encode" and getattr(args, "tokenizer", None) == "urls":
         return ("urls",)  # the URL vocabulary's loop (its own specialisation) is in the urls family
-    if command in ("encode", "gpt2") and getattr(args, "tokenizer", "gpt2") not in ("gpt2", None):
+    if command == "encode":
         # any other tokenizer may take the wide loop (ids above 65,535, or a split pattern): compile it
         # before workers start, which must never compile (Numba's thread count is fixed once they run)
-        return COMMAND_FAMILIES[command] + ("wide",)
-    if command in COMMAND_FAMILIES:
-        return COMMAND_FAMILIES[command]
+        return ("encoder",) + (("wide",) if getattr(args, "tokenizer", "gpt2") not in ("gpt2", None) else ())
+    recipe = registry.commands().get(command)
+    if recipe is not None:
+        return tuple(recipe.families(args))
     if command == "verify":
-        from fastenc.verify import detect_format
-
         try:
-            return FORMAT_FAMILIES.get(detect_format(Path(args.out)), ())
+            return registry.detect(Path(args.out)).families
         except Exception:  # noqa: BLE001 - verify itself reports a bad directory
             return ()
     return ()
@@ -154,34 +87,6 @@ def families_for(command: str, args) -> tuple:
 # ---------------------------------------------------------------------------------------------
 # Compiling a family: the real code on tiny inputs
 # ---------------------------------------------------------------------------------------------
-
-_URLS = [
-    "https://www.example.com/a/b?c=1#d",
-    "http://sub.domain.co.uk:8080/path/to/page.html",
-    "http://x:1.y/",  # canonical() is not self-inverse here: the irreversible path
-    "",
-    "ftp://[::1]/file",
-    "https://日本.example.jp/ページ",
-]
-_DOCS = [
-    "Hello, world! This is a test.",
-    "Grüße aus Köln: 12345 numbers, emoji 🙂 and 中文字符.",
-    "",
-    "   indented\n\nparagraphs\twith tabs",
-    "x" * 300,
-]
-# The recipes' batches are larger than the one-text lane takes (encoder._SOLO_BATCH_BYTES): a warm-up
-# batch must be too, or the batch kernels the workers run are left to compile in the workers.
-_LANE_SIZED_OUT = _DOCS * 1500
-
-
-def _write_parquet(path: Path, column: str, values: list[str]) -> Path:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pq.write_table(pa.table({column: pa.array(values, pa.string())}), path)
-    return path
-
 
 def warm_encoder(work: Path) -> None:
     """``fastenc encode`` and ``Encoder.encode``/``decode`` (``encode_batch``: the gpt2 family), for
@@ -206,98 +111,38 @@ def warm_wide(work: Path) -> None:
         enc = fastenc.load(name)
         enc.decode_bytes(enc.encode_bytes("Hello, world! Grüße 123 🙂 中文".encode()))
         enc._encode_in_slot(b"Hello")  # (the batch kernel itself, not only from the lane)
-    src = _write_parquet(work / "docs-wide.parquet", "text", _LANE_SIZED_OUT)
+    src = write_parquet(work / "docs-wide.parquet", "text", LANE_SIZED_OUT)
     encode_gpt2([src], work / "wide-out", encoding="o200k_base", quiet=True)  # the recipe's uint32 kernels
     verify_output(work / "wide-out", [src])
 
 
-def warm_url_encoder(work: Path) -> None:
-    """What the URL recipe needs of the encoder: ``encode_text`` (via ``encode_bytes``: the same
-    types) and the fused canonical() + encode kernel."""
-    import numpy as np
+def _encoder_probes() -> list:
+    from fastenc.kernels.decode import decode_into
+    from fastenc.kernels.runs import encode_docs
+    from fastenc.kernels.solo import lane_docs, lane_one
 
-    import fastenc
-    from fastenc.recipes.urls.encode import encode_url_chunk
-    from fastenc.recipes.urls.threads import canonical_batch
-
-    enc = fastenc.load("urls")
-    enc.encode_bytes(b"https://com.example.www/a")
-    data = np.frombuffer("".join(_URLS).encode(), np.uint8)
-    offsets = np.zeros(len(_URLS) + 1, np.int64)
-    np.cumsum([len(u.encode()) for u in _URLS], out=offsets[1:])
-    encode_url_chunk(enc, data, offsets, np.arange(len(_URLS)))
-    canonical_batch(data, offsets)
+    return [ahead.WithClassTable(encode_docs), decode_into, lane_one, lane_docs]
 
 
-def warm_urls(work: Path) -> None:
-    """The URL recipe and its verify, and ``fastenc.load("urls")``'s own ``encode``/``decode``."""
-    import fastenc
-    from fastenc.recipes.urls import encode_shard, verify_output
+def _wide_probes() -> list:
+    from fastenc.kernels.runs import encode_docs_wide
 
-    enc = fastenc.load("urls")
-    enc.decode_bytes(enc.encode_bytes(b"https://com.example.www/a"))
-
-    src = _write_parquet(work / "part-00000.parquet", "url", _URLS)
-    encode_shard(src, work / "urls-out", num_shards=1, quiet=True)
-    verify_output(work / "urls-out", [src])
+    return [encode_docs_wide]
 
 
-def warm_gpt2(work: Path) -> None:
-    """The gpt2 recipe and its verify, and ``Encoder.encode_batch``/``encode_arrays``."""
-    import fastenc
-    from fastenc.recipes.gpt2 import encode_gpt2, verify_output
-
-    enc = fastenc.load("gpt2")
-    enc.encode_batch(_DOCS)
-    enc._encode_in_slot(b"Hello")  # (the batch kernel itself: a batch this small runs on the one-text lane)
-
-    src = _write_parquet(work / "docs-gpt2.parquet", "text", _LANE_SIZED_OUT)
-    encode_gpt2([src], work / "gpt2-out", quiet=True)
-    verify_output(work / "gpt2-out", [src])
+# The library's own families, around the recipes' (the compile order: the encoder first, the wide loop last).
+ENCODER = KernelFamily("encoder", warm_encoder, _encoder_probes, uses_encoder=True, gpt2_loop=True)
+WIDE = KernelFamily("wide", warm_wide, _wide_probes, uses_encoder=True, gpt2_loop=True)
 
 
-def warm_bytes(work: Path) -> None:
-    from fastenc.recipes.bytes import encode_bytes, verify_output
-
-    src = _write_parquet(work / "docs-bytes.parquet", "text", _DOCS)
-    encode_bytes([src], work / "bytes-out", quiet=True)
-    verify_output(work / "bytes-out", [src])
-
-
-FAMILIES = {"encoder": warm_encoder, "urls": warm_urls, "gpt2": warm_gpt2, "bytes": warm_bytes, "wide": warm_wide}
+def kernel_families() -> dict:
+    """Every kernel family by name, in compile order: the encoder, each recipe's, the wide loop."""
+    return {"encoder": ENCODER, **registry.kernel_families(), "wide": WIDE}
 
 
 # Parts: kernel groups with no callee in common, compiled in a helper process while this one
 # compiles the rest (Numba compiles one function at a time per process). They call kernels
 # directly, with the types the recipes use.
-
-
-def part_url_side(work: Path) -> None:
-    """The URL recipe's kernels other than the encoder and canonical(): hashing, the shard check,
-    sorting, gathering, decoding (``warm_urls`` in the main process compiles canonical() with
-    the encoder's URL kernel, which calls it)."""
-    import numpy as np
-
-    import fastenc
-    from fastenc.kernels import url_pack
-    from fastenc.recipes.urls.bin import iter_decoded
-    from fastenc.recipes.urls.threads import gather_spans, hash_batch, sort_by_hash
-
-    raw = b"".join(u.encode() for u in _URLS)
-    data = np.frombuffer(raw, np.uint8)
-    offsets = np.zeros(len(_URLS) + 1, np.int64)
-    np.cumsum([len(u.encode()) for u in _URLS], out=offsets[1:])
-    hashes = hash_batch(data, offsets)
-    url_pack.count_outside_shard(hashes, np.uint64(1), np.uint64(0), np.empty(5, np.int64), 5)
-    url_pack.shard_of(hashes[0], np.uint64(1))
-    order, _ = sort_by_hash(hashes, 2)
-    tokens = np.array([0, 71, 72, 0, 73, 0, 0, 74, 75, 76], np.uint16)
-    tok_offsets = np.array([0, 3, 5, 6, 7, 10, 10], np.int64)
-    out = np.empty(10, np.uint16)
-    out_offsets = np.empty(len(order) + 1, np.int64)
-    gather_spans(tokens, tok_offsets, order, out, out_offsets, 2)
-    for _, text, text_offsets in iter_decoded(tokens, fastenc.load("urls")):
-        url_pack.first_difference(text, text_offsets, np.arange(len(text_offsets) - 1), text, text_offsets)
 
 
 def part_bpe(work: Path) -> None:
@@ -347,9 +192,9 @@ def part_pieces(work: Path, gpt2: bool = True) -> None:
     pc.cache_store(scratch.short, data, zero, five, out, zero, np.int64(1), False)
 
 
-PARTS = {"url-side": part_url_side, "bpe": part_bpe, "pieces": part_pieces}
-ENCODER_FAMILIES = ("encoder", "urls", "gpt2", "wide")
-GPT2_LOOP_FAMILIES = ("encoder", "gpt2", "wide")  # the ones whose loops contain GPT-2's pre-tokenizer
+def parts() -> dict:
+    """What a helper process may compile: the encoder's two sides, and the recipes' helper parts."""
+    return {"bpe": part_bpe, "pieces": part_pieces, **dict(f.helper_part for f in kernel_families().values() if f.helper_part)}
 
 
 def _part_ready(part: str) -> bool:
@@ -357,7 +202,7 @@ def _part_ready(part: str) -> bool:
     if part == "bpe":
         from fastenc.kernels.tables import token_id_of
 
-        return _cached_for_this_cpu(token_id_of) is True
+        return ahead.cached_for_this_cpu(token_id_of) is True
     return False
 
 
@@ -366,23 +211,9 @@ def _part_ready(part: str) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-def _warmup_process(args: list[str], **popen):
-    """``python -m fastenc warmup ARGS`` as a process of its own: this interpreter, this
-    environment (so the same Numba cache), and this fastenc (its folder first on ``PYTHONPATH``:
-    a process that imported fastenc from a checkout must not compile another copy); None if it
-    cannot start."""
-    root = str(Path(__file__).resolve().parent.parent)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
-    try:
-        return subprocess.Popen([sys.executable, "-m", "fastenc", "warmup", *args], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, env=env, **popen)
-    except OSError:
-        return None
-
-
 def _start_helper(parts: list[str]):
     """``fastenc warmup --part P ...`` in the background; None if it cannot start."""
-    return _warmup_process(["--quiet", *(a for part in parts for a in ("--part", part))], stderr=subprocess.DEVNULL)
+    return ahead.warmup_process(["--quiet", *(a for part in parts for a in ("--part", part))], stderr=subprocess.DEVNULL)
 
 
 class _Ticker:
@@ -423,7 +254,7 @@ def scratch_folder() -> tempfile.TemporaryDirectory:
     """The warm-up runs' scratch folder, ``fastenc-warmup-<pid>-*`` in the temporary directory.
 
     A warm-up that is killed leaves it behind: Ctrl-C during a first run's compile kills the
-    compiling child and its helper with SIGKILL (``_compile_in_child``), which skips their clean-up.
+    compiling child and its helper with SIGKILL (``fastenc.run.ahead.compile_in_child``), which skips their clean-up.
     So each warm-up first removes the folders of earlier ones whose process is gone."""
     remove_stale_scratch()
     return tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
@@ -477,9 +308,10 @@ def compile_families(families, *, quiet: bool = False, jobs: int | None = None) 
     from fastenc.progress import progress
 
     jobs = min(2, usable_cpus()) if jobs is None else jobs
-    families = sorted(dict.fromkeys(families), key=list(FAMILIES).index)
-    encoder = any(f in ENCODER_FAMILIES for f in families)
-    helper_parts = (["bpe"] if encoder else []) + (["url-side"] if "urls" in families else [])
+    known = kernel_families()
+    families = sorted(dict.fromkeys(families), key=list(known).index)
+    encoder = any(known[f].uses_encoder for f in families)
+    helper_parts = (["bpe"] if encoder else []) + [known[f].helper_part[0] for f in families if known[f].helper_part]
     t0 = time.perf_counter()
     helper = _start_helper(helper_parts) if jobs >= 2 and helper_parts else None
     stages = (["pre-tokenizers"] if helper is not None and encoder else []) + families
@@ -493,15 +325,15 @@ def compile_families(families, *, quiet: bool = False, jobs: int | None = None) 
             work = Path(tmp)
             if helper is not None and encoder:
                 stage("pre-tokenizers")
-                part_pieces(work, gpt2=any(f in GPT2_LOOP_FAMILIES for f in families))
+                part_pieces(work, gpt2=any(known[f].gpt2_loop for f in families))
                 _wait_until(lambda: _part_ready("bpe"), helper)
                 bar.update(1)
             for family in families:
                 stage(family)
-                if family == "urls" and helper is not None:
-                    warm_url_encoder(work)  # while the helper finishes the URL side
+                if known[family].while_helper is not None and helper is not None:
+                    known[family].while_helper(work)  # while the helper finishes its part
                     helper.wait()
-                FAMILIES[family](work)
+                known[family].warm(work)
                 bar.update(1)
             bar.set_postfix_str("done")
     except BaseException:  # e.g. Ctrl-C: do not wait for the helper's compile
@@ -533,48 +365,11 @@ def _inputs_exist(args) -> bool:
 
 def compile_ahead(families, *, quiet: bool, notice: str | None = None) -> None:
     """Compile the cold kernels of ``families`` into the cache before a run, in a process of its
-    own (``fastenc warmup``, with its bar on this stderr), not in this one.
-
-    Why not here: compiling runs the real code on tiny inputs, which leaves fastenc's task threads
-    and Numba's parallel threads in this process, and a process with threads must spawn its
-    ``--workers`` instead of forking them (``fastenc.run.forking``): each worker then imports and
-    loads everything again. After the child, this process loads the kernels from the cache as any
-    warm run does. Where the child cannot do it (it fails, or Numba could not write the cache),
-    this process compiles them itself."""
-    cold = cold_families(families)
-    if not cold:
-        return
-    if notice and not quiet:
-        print(notice, file=sys.stderr, flush=True)
-    if not _compile_in_child(cold, quiet=quiet):
-        compile_families(cold_families(cold), quiet=quiet)
-
-
-def _compile_in_child(families: list[str], *, quiet: bool) -> bool:
-    """``fastenc warmup --ahead FAMILY...`` in a child process; whether the families are now cached.
-    The child has a session of its own, so a Ctrl-C reaches this process only, which then kills the
-    child and its helper at once (a compile inside LLVM would see a SIGINT only seconds later; Numba
-    writes each cache file under a temporary name and renames it, so a kill leaves no torn entry)."""
-    import signal
-
-    child = _warmup_process(["--ahead", *(["--quiet"] if quiet else []), *families], start_new_session=True)
-    if child is None:
-        return False
-    try:
-        code = child.wait()
-    except BaseException:  # Ctrl-C: do not leave a compile running behind the command
-        try:
-            if hasattr(os, "killpg"):
-                os.killpg(child.pid, signal.SIGKILL)  # the child's session: it and its helper
-            else:
-                child.kill()
-        except OSError:
-            pass
-        child.wait()
-        if not quiet:
-            print(file=sys.stderr, flush=True)  # (the child's bar ends without one: the command's message on its own line)
-        raise
-    return code == 0 and not cold_families(families)
+    own (``fastenc warmup``, with its bar on this stderr), not in this one (``fastenc.run.ahead``:
+    a process with threads must spawn its ``--workers`` instead of forking them). Where the child
+    cannot do it (it fails, or Numba could not write the cache), this process compiles them itself."""
+    ahead.compile_ahead(families, probes_of=lambda family: _probe_kernels(family), quiet=quiet, notice=notice,
+                        fallback=lambda cold: compile_families(cold, quiet=quiet))
 
 
 def _exit_with_parent(interval: float = 0.25) -> None:
@@ -639,26 +434,27 @@ def add_arguments(p) -> None:
         "for read-only installs and shared nodes; entries of different CPU models live side by side), "
         "else __pycache__ beside fastenc's sources, else ~/.cache/numba. See docs/compile.md."
     )
-    p.add_argument("families", nargs="*", metavar="FAMILY", help=f"only these ({', '.join(FAMILIES)}); default: all")
+    p.add_argument("families", nargs="*", metavar="FAMILY", help=f"only these ({', '.join(kernel_families())}); default: all")
     p.add_argument("-j", "--jobs", type=int, default=None, help="processes (default: 2 where there are 2 CPUs)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary line")
-    p.add_argument("--part", action="append", choices=list(PARTS), help=argparse.SUPPRESS)  # a helper process's job
+    p.add_argument("--part", action="append", choices=list(parts()), help=argparse.SUPPRESS)  # a helper process's job
     # compile_ahead's child: no summary line (the command that started it goes on with its own)
     p.add_argument("--ahead", action="store_true", help=argparse.SUPPRESS)
 
 
-def run(args) -> int:
+def run(args, command: dict | None = None) -> int:  # (command: how it was started; only writers record it)
     from fastenc.progress import summary_line
 
     if args.part:
         with scratch_folder() as tmp:
             for part in args.part:
-                PARTS[part](Path(tmp))
+                parts()[part](Path(tmp))
         return 0
-    unknown = [f for f in args.families if f not in FAMILIES]
+    known = kernel_families()
+    unknown = [f for f in args.families if f not in known]
     if unknown:
-        raise InputError(f"unknown kernel family {unknown[0]!r}: choose from {', '.join(FAMILIES)}")
-    families = args.families or list(FAMILIES)
+        raise InputError(f"unknown kernel family {unknown[0]!r}: choose from {', '.join(known)}")
+    families = args.families or list(known)
     if args.ahead:  # (no traceback here: the command then compiles in its own process, and reports a failure there)
         _exit_with_parent()
         try:

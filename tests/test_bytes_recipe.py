@@ -18,7 +18,7 @@ from budget import examples
 
 from fastenc.errors import InputError
 from fastenc.kernels.bytes_pack import count_high_bytes, pack_documents
-from fastenc.cli.options import parse_size
+from fastenc.recipes.options import parse_size
 from fastenc.recipes.bytes import encode_bytes, verify_output
 from fastenc.verify import verify_dir
 

@@ -213,7 +213,7 @@ def test_help_and_messages_say_what_is_true(tmp_path, capsys, monkeypatch):
     with pytest.raises(SystemExit):
         cli.main(["gpt2", "--help"])
     assert "uint32" in capsys.readouterr().out
-    assert "uint32" in cli.SUBCOMMANDS["gpt2"][1]
+    assert "uint32" in cli.subcommands()["gpt2"][1]
     assert cli.main(["bytes", str(BYTES_FIXTURE), "-o", str(tmp_path / "b")]) == 0
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert re.search(r"\b0 documents not valid UTF-8$", last), last

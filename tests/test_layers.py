@@ -5,7 +5,7 @@
 
 Every import is walked with ``ast``, at module level and inside functions (a function-level import
 hides an upward edge from a reader, not from this test), and so is a string constant that names a
-fastenc module exactly (what ``importlib.import_module`` is handed, e.g. ``verify.FORMATS``). A
+fastenc module exactly (what ``importlib.import_module`` is handed, e.g. ``registry.DECLARED``). A
 second test refuses a private name (``_x``) of one module used by another, by ``from m import _x``
 or by ``m._x`` on an imported module.
 
@@ -25,23 +25,16 @@ LIBRARY = {"vocab", "pattern", "unicode_classes", "encoder", "errors", "memory",
            "url_canonical"}
 LAYER_NAMES = ["kernels", "library", "run", "recipes/card/verify", "cli/warmup/datatrove"]
 
-# Upward edges of today, (importer, imported): the run skeleton still reaches up to what it runs.
-# Each goes once the run takes a callable for it instead (issue 60, "layers that only point down").
-ALLOWED_UPWARD = {
-    # The run publishes an output's dataset card (render it into the staging folder, check it).
-    ("fastenc.run.lifecycle", "fastenc.card"),
-    # A first run compiles its kernels ahead in a child process before it forks its workers.
-    ("fastenc.run.units", "fastenc.warmup"),
-    # ``fastenc verify`` finds the checker of an ``encode -o DIR`` output in the CLI module that writes it.
-    ("fastenc.verify", "fastenc.cli.encode"),
-}
+# Upward edges, (importer, imported): none. The run skeleton takes callables from the recipe instead
+# (``OutputSpec.card``, ``map_phase(before_workers=...)``), and verify finds every format in the registry.
+ALLOWED_UPWARD: set = set()
 
 # Private names used across modules today, (importer, defining module, name). Most are a recipe's
 # package and its own helper modules, or one kernel's layout constants shared with its wide twin;
 # each wants a public name (or a move into the module that uses it).
 ALLOWED_PRIVATE = {
     # The URL card quotes ``canonical``'s source and its helper's, by name: a new name changes the card.
-    ("fastenc.card.urls", "fastenc.url_canonical", "_is_dotted_quad"),
+    ("fastenc.recipes.urls.card", "fastenc.url_canonical", "_is_dotted_quad"),
     # The wide piece cache and memo reuse the narrow ones' slot layout.
     ("fastenc.kernels.piece_cache_wide", "fastenc.kernels.piece_cache", "_LEN_SHIFT"),
     ("fastenc.kernels.piece_cache_wide", "fastenc.kernels.piece_cache", "_ONES"),
@@ -71,27 +64,6 @@ ALLOWED_PRIVATE = {
     ("fastenc.kernels.pretok_o200k", "fastenc.kernels.pretok_gpt2", "_HI"),
     ("fastenc.kernels.pretok_o200k", "fastenc.kernels.pretok_gpt2", "_LOW7"),
     ("fastenc.kernels.pretok_o200k", "fastenc.kernels.pretok_gpt2", "_utf8_seq"),
-    # The URL recipe's package re-exports the helpers of its own modules.
-    ("fastenc.recipes.urls", "fastenc.recipes.urls.bin", "_ChunkWriter"),
-    ("fastenc.recipes.urls", "fastenc.recipes.urls.check", "_Check"),
-    ("fastenc.recipes.urls", "fastenc.recipes.urls.check", "_sample_indices"),
-    ("fastenc.recipes.urls", "fastenc.recipes.urls.check", "_SampleWindows"),
-    ("fastenc.recipes.urls", "fastenc.recipes.urls.check", "_verify_written"),
-    ("fastenc.recipes.urls", "fastenc.recipes.urls.encode", "_Buffers"),
-    ("fastenc.recipes.urls", "fastenc.recipes.urls.format", "_show"),
-    ("fastenc.recipes.urls", "fastenc.recipes.urls.source", "_column_bytes"),
-    ("fastenc.recipes.urls", "fastenc.recipes.urls.source", "_open_column"),
-    ("fastenc.recipes.urls", "fastenc.recipes.urls.tokenizer", "_check_tokenizer_dir"),
-    ("fastenc.recipes.urls", "fastenc.recipes.urls.tokenizer", "_copy_tokenizer"),
-    ("fastenc.recipes.urls", "fastenc.recipes.urls.tokenizer", "_load_tokenizer"),
-    ("fastenc.recipes.urls.check", "fastenc.recipes.urls.format", "_show"),
-    # The URL recipe compiles its kernels the way every recipe's run does.
-    ("fastenc.recipes.urls", "fastenc.run.units", "_compile_once"),
-    # The run's file moves: one rename or removal, fsynced (run/ is being changed elsewhere).
-    ("fastenc.recipes.urls", "fastenc.run.staging", "_rename"),
-    ("fastenc.run.lifecycle", "fastenc.run.staging", "_remove"),
-    ("fastenc.run.units", "fastenc.run.staging", "_rename"),
-    ("fastenc.run.units", "fastenc.run.staging", "_remove"),
     # The one-text lane runs the batch path's compiled span loop and its stop code (one loop, not two).
     ("fastenc.kernels.solo", "fastenc.kernels.runs", "_STOP_OUT"),
     ("fastenc.kernels.solo", "fastenc.kernels.runs", "_encode_span"),

@@ -440,7 +440,7 @@ def test_interrupt_during_overwrite_keeps_the_old_output(tmp_path, example_out, 
     def boom(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(recipe, "_verify_written", boom)
+    monkeypatch.setattr(recipe, "verify_written", boom)
     with pytest.raises(KeyboardInterrupt):
         encode_shard(EXAMPLE, out, num_shards=64, overwrite=True, quiet=True)
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
@@ -589,7 +589,7 @@ def test_iter_decoded_cuts_anywhere(example_out):
     _, tokens, originals = read_like_the_card(out, 42)
     for source, stretch in ((bin_path, 7), (tokens, 50), (bin_path, 1 << 20)):
         urls, positions = [], []
-        for pos, data, offs in recipe.iter_decoded(source, recipe._load_tokenizer("urls")[0], stretch=stretch):
+        for pos, data, offs in recipe.iter_decoded(source, recipe.load_tokenizer("urls")[0], stretch=stretch):
             positions.append(pos)
             urls += [canonical(data[offs[j] : offs[j + 1]].tobytes().decode()).encode() for j in range(len(offs) - 1)]
         assert urls == originals and all(tokens[p] == 0 for p in positions), (source, stretch)
@@ -598,7 +598,7 @@ def test_iter_decoded_cuts_anywhere(example_out):
 def test_samples_outside_the_hash_windows_are_read_back_from_the_file(tmp_path, monkeypatch):
     """The verify stage's source text normally comes from hash windows kept during the pass; if
     a URL it needs is not there (a skewed input), it is read back from the parquet file by row."""
-    monkeypatch.setattr(recipe._SampleWindows, "add", lambda self, *args: None)  # keep nothing
+    monkeypatch.setattr(recipe.SampleWindows, "add", lambda self, *args: None)  # keep nothing
     urls = source_urls(EXAMPLE)[:1500]
     with_nulls = urls[:700] + [None] + urls[700:]
     src = write_parquet(tmp_path / "part-00042.parquet", with_nulls, row_group_size=400)
@@ -615,7 +615,7 @@ def test_the_pass_in_slices_of_a_row_group_writes_the_same_shard(tmp_path, monke
     with_nulls = urls[:700] + [None] + urls[700:1100] + [None, None] + urls[1100:]
     src = write_parquet(tmp_path / "part-00042.parquet", with_nulls, row_group_size=400)
     if not keep_windows:  # every sample then comes back from the file by its row
-        monkeypatch.setattr(recipe._SampleWindows, "add", lambda self, *args: None)
+        monkeypatch.setattr(recipe.SampleWindows, "add", lambda self, *args: None)
     import fastenc.arrow_io as arrow_io
 
     runs = []
@@ -639,11 +639,11 @@ def test_sample_windows_hold_the_sampled_urls(tmp_path):
     lo, hi = 42 * 2**64 // 64, 43 * 2**64 // 64
     rng = np.random.default_rng(5)
     hashes = (np.uint64(lo) + (rng.random(n) * (hi - lo)).astype(np.uint64)).astype(np.uint64)
-    w = recipe._SampleWindows(n, lo, hi)
+    w = recipe.SampleWindows(n, lo, hi)
     data = np.zeros(0, np.uint8)
     w.add(hashes, data, np.zeros(n + 1, np.int64), 0)
     order = np.argsort(hashes, kind="stable")
-    assert set(order[recipe._sample_indices(n)].tolist()) <= set(w.text)
+    assert set(order[recipe.sample_indices(n)].tolist()) <= set(w.text)
     assert len(w.text) < 20 * recipe.VERIFY_SAMPLE  # and not much more
 
 
@@ -678,7 +678,7 @@ def test_dictionary_column_smaller_than_its_text_grows_the_token_buffer(tmp_path
     urls = [base[i % 5] for i in range(3000)]
     src = tmp_path / "u.parquet"
     pq.write_table(pa.table({"url": pa.array(urls).dictionary_encode()}), src)
-    assert recipe._column_bytes(pq.ParquetFile(src), "url") < sum(map(len, urls)) // 10
+    assert recipe.url_column_bytes(pq.ParquetFile(src), "url") < sum(map(len, urls)) // 10
     meta = encode_shard(src, tmp_path / "o", shard=0, num_shards=1, quiet=True)
     assert meta["urls"] == 3000
     assert_card_guarantees(tmp_path / "o", 0, 1, urls)

@@ -110,11 +110,12 @@ def test_first_run_says_it_compiles_once_and_shows_a_compile_step(tmp_path):
 
 def test_cold_families_reads_the_cache_index(tmp_path, monkeypatch):
     from fastenc import warmup
+    from fastenc.run import ahead
 
     assert warmup.families_for("gpt2", None) == ("gpt2",)
     assert warmup.families_for("decode", None) == ()
     # a kernel object that Numba has never cached reads as "not cached"; unknown internals as "unknown"
-    assert warmup._cached_for_this_cpu(object()) is None
+    assert ahead.cached_for_this_cpu(object()) is None
     monkeypatch.setattr(warmup, "_probe_kernels", lambda family: [object()])
     assert warmup.cold_families(["bytes"]) == []  # unknown counts as cached: no false notice
 
@@ -146,12 +147,14 @@ def test_a_failing_warmup_does_not_stop_the_command(tmp_path, monkeypatch, capsy
     from types import SimpleNamespace
 
     from fastenc import warmup
+    from fastenc.run import ahead
 
     def broken(*args, **kwargs):
         raise OSError("no space left in the temporary folder")
 
     monkeypatch.setattr(warmup, "cold_families", lambda families: list(families))
-    monkeypatch.setattr(warmup, "_compile_in_child", lambda families, quiet: False)  # (the child failed too)
+    monkeypatch.setattr(ahead, "cold", lambda families, probes_of: list(families))
+    monkeypatch.setattr(ahead, "compile_in_child", lambda families, quiet: False)  # (the child failed too)
     monkeypatch.setattr(warmup, "compile_families", broken)
     warmup.prepare("encode", SimpleNamespace(input="-", quiet=False))  # must not raise
     assert "compiling ahead failed (OSError: no space left" in capsys.readouterr().err
@@ -189,11 +192,11 @@ def test_narrow_runs_never_compile_the_wide_loop():
         assert {wide, "fastenc.kernels.encode.encode_narrow"} <= _reachable(kernel)
 
 
-def test_every_family_has_a_compile_estimate_and_probe():
+def test_every_family_has_a_probe():
     from fastenc import warmup
 
-    assert set(warmup.ESTIMATED_SECONDS) == set(warmup.FAMILIES)
-    for family in warmup.FAMILIES:
+    assert list(warmup.kernel_families()) == ["encoder", "urls", "gpt2", "bytes", "wide"]
+    for family in warmup.kernel_families():
         assert warmup._probe_kernels(family), family
 
 
@@ -255,11 +258,12 @@ def test_compile_ahead_falls_back_to_this_process_when_the_child_fails(monkeypat
     """A child that cannot compile (it exits 1, as ``fastenc warmup --ahead`` does after an error) leaves
     the compile to the command's own process, and the notice is said once."""
     from fastenc import warmup
+    from fastenc.run import ahead
 
     cold = {"bytes"}
     compiled_here = []
-    monkeypatch.setattr(warmup, "cold_families", lambda families: [f for f in families if f in cold])
-    monkeypatch.setattr(warmup, "_warmup_process",
+    monkeypatch.setattr(ahead, "cold", lambda families, probes_of: [f for f in families if f in cold])
+    monkeypatch.setattr(ahead, "warmup_process",
                         lambda args, **popen: subprocess.Popen([sys.executable, "-c", "raise SystemExit(1)"], **popen))
 
     def here(families, quiet=False, jobs=None):

@@ -1,21 +1,19 @@
 """Command line: ``python -m fastenc`` / ``fastenc``.
 
-Subcommands are the modules of this package; each exposes ``add_arguments(parser)`` and
-``run(args) -> int`` (the exit status), and takes its shared flags from ``options``. A bare ``*.parquet`` path (no subcommand) means
-``urls``, so ``python -m fastenc part-00042.parquet -o OUT`` runs the URL recipe.
+The recipes' commands come from the registry (``fastenc.recipes.registry``: each ``Recipe`` has
+``add_arguments(parser)`` and ``run(args, command) -> int``); the other commands are the modules
+in ``TOOLS``, with the same two functions. Shared flags: ``fastenc.recipes.options``. A bare
+``*.parquet`` path (no subcommand) means the first recipe, ``urls``, so ``python -m fastenc
+part-00042.parquet -o OUT`` runs the URL recipe.
 """
 from __future__ import annotations
 
 import importlib
 import sys
 
-# name -> (module, one-line help). Modules are imported lazily so that ``--help`` and
-# the lightweight commands do not pay for importing numba.
-SUBCOMMANDS = {
-    "urls": ("fastenc.cli.urls", "URL parquet shard(s) -> xxh3-ordered uint16 token bin + sidecar"),
-    "gpt2": ("fastenc.cli.gpt2", "documents -> token bins bucketed by token length (GPT-2 by default; uint16 ids, "
-             "uint32 where the vocabulary needs it, e.g. o200k_base)"),
-    "bytes": ("fastenc.cli.bytes", "documents -> raw UTF-8 uint8 shards with 0xFE separators"),
+# The commands that are no recipe: name -> (module, one-line help). Modules are imported lazily
+# so that ``--help`` and the lightweight commands do not pay for importing numba.
+TOOLS = {
     "verify": ("fastenc.cli.verify", "re-check a finished output directory from its files alone (and against its source)"),
     "decode": ("fastenc.cli.decode", "print the documents (or URLs) stored in any fastenc output, a directory or one bin"),
     "card": ("fastenc.cli.card", "(re)write OUT/README.md, the dataset card of an output, from its files alone"),
@@ -33,8 +31,23 @@ published: every output appears in one step; a rerun of the same command resumes
 """
 
 
-def build_parser(command: str | None = None) -> "argparse.ArgumentParser":
-    """The CLI parser. Only ``command``'s module is imported (to add its arguments): the
+def subcommands(command: str | None = None) -> dict:
+    """Every command: name -> (what runs it: a ``Recipe``, or a module name of ``TOOLS``; one-line help).
+    For a tool's ``command``, the tools only: it then imports no recipe (numpy, pyarrow)."""
+    if command in TOOLS:
+        return dict(TOOLS)
+    from fastenc.recipes.registry import commands
+
+    return {**{name: (r, r.help) for name, r in commands().items()}, **TOOLS}
+
+
+def _runner(target):
+    """What has ``add_arguments`` and ``run``: the recipe itself, or the tool's module (imported now)."""
+    return importlib.import_module(target) if isinstance(target, str) else target
+
+
+def build_parser(command: str | None = None):
+    """The CLI parser. Only ``command``'s tool module is imported (to add its arguments): the
     others are listed by name, so one missing optional dependency never breaks the rest."""
     import argparse
 
@@ -48,11 +61,11 @@ def build_parser(command: str | None = None) -> "argparse.ArgumentParser":
     )
     parser.add_argument("--version", action="version", version=f"fastenc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module_name, help_text) in SUBCOMMANDS.items():
+    for name, (target, help_text) in subcommands(command).items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name == command:
-            importlib.import_module(module_name).add_arguments(p)
-        p.set_defaults(_module=module_name)
+            _runner(target).add_arguments(p)
+        p.set_defaults(_runs=target)
     return parser
 
 
@@ -61,33 +74,28 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     typed = list(argv)  # as the user typed it (recorded for the dataset card)
-    restore = None
     # everything inside: a signal during the imports below (numba, pyarrow) is one line too
     try:
-        if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-") and argv[0].endswith(".parquet"):
-            argv.insert(0, "urls")
+        names = subcommands(argv[0] if argv else None)
+        if argv and argv[0] not in names and not argv[0].startswith("-") and argv[0].endswith(".parquet"):
+            argv.insert(0, next(iter(names)))  # the first recipe: urls
         parser = build_parser(argv[0] if argv else None)
         args = parser.parse_args(argv)
-        if not getattr(args, "_module", None):
+        if not getattr(args, "_runs", None):
             parser.print_help(sys.stderr)
             return 2
-        module = importlib.import_module(args._module)
+        runner = _runner(args._runs)
 
         from fastenc.run.process import kernels_only_process
 
         kernels_only_process()  # this process runs fastenc's kernels only
-
-        from fastenc.run.lifecycle import COMMAND_ENV
-
-        restore = (COMMAND_ENV, os.environ.get(COMMAND_ENV))
-        os.environ[COMMAND_ENV] = _command(typed)
         if args.command != "warmup":
             # First run on this machine: say so, and compile with a progress bar, before the
             # command's own bars start (fastenc.warmup). Nothing happens when the kernels are cached.
             from fastenc.warmup import prepare
 
             prepare(args.command, args)
-        code = int(module.run(args) or 0)
+        code = int(runner.run(args, _command(typed)) or 0)
         if stop.received() is not None:  # its KeyboardInterrupt was dropped where Python ignores errors
             _say(f"fastenc: interrupted ({stop.signal_name(stop.received())}) just as the command finished: "
                  "what it wrote is complete (a rerun of the same command finds it done)")
@@ -108,12 +116,6 @@ def main(argv: list[str] | None = None) -> int:
         # one line, whatever the message holds (an Arrow error may end in a newline)
         _say("fastenc: error: " + "; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip()))
         return exc.exit_code
-    finally:  # main() called in-process (tests) must not leak it into later API runs
-        if restore is not None:
-            if restore[1] is None:
-                os.environ.pop(restore[0], None)
-            else:
-                os.environ[restore[0]] = restore[1]
 
 
 def _signal() -> str:
@@ -154,13 +156,12 @@ def console_main() -> None:
     os._exit(code)
 
 
-def _command(argv: list[str]) -> str:
+def _command(argv: list[str]) -> dict:
     """How this run was started, as the manifest's ``build`` records it for the dataset card
-    (``fastenc.run.lifecycle.COMMAND_ENV``): the arguments as typed, and the folder they are relative to."""
-    import json
+    (``fastenc.run.Run``'s ``command``): the arguments as typed, and the folder they are relative to."""
     import os
 
-    return json.dumps({"command": ["fastenc", *argv], "cwd": os.getcwd()})
+    return {"command": ["fastenc", *argv], "cwd": os.getcwd()}
 
 
 from fastenc.cli import stop  # noqa: E402

@@ -15,7 +15,7 @@ def add_arguments(p) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no summary line")
 
 
-def run(args) -> int:
+def run(args, command: dict | None = None) -> int:  # (command: how it was started; only writers record it)
     from pathlib import Path
 
     from fastenc import card

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from fastenc.cli import options as o
+from fastenc.recipes import options as o
 
 HELP = "re-check a finished output directory from its files alone (and against its source)"
 
@@ -18,7 +18,7 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print the full report as JSON on stdout")
 
 
-def run(args) -> int:
+def run(args, command: dict | None = None) -> int:  # (command: how it was started; only writers record it)
     from fastenc.run.lifecycle import thread_count
     from fastenc.verify import verify_dir
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from fastenc.errors import InputError, InterruptedAfterPublish, OutputError, UsageError
-from fastenc.run import staging
+from fastenc.run import card_file, staging
 
 __all__ = ["OutputSpec", "Run", "Stats", "make_request", "request_changes", "finished_same", "output_error"]
 
@@ -73,6 +73,8 @@ class OutputSpec:
     #: an extra check of a found output (``check(out, manifest) -> bool``), e.g. its data's hash:
     #: a finished output is one whose files verify, not one whose manifest exists
     check: Callable[[Path, dict], bool] | None = None
+    #: ``card(folder) -> str``: the output's dataset card, rendered from its files alone (None: no card)
+    card: Callable[[Path], str] | None = None
 
 
 def make_request(recipe: str, sources: Sequence[os.PathLike | str], options: dict, tokenizer_sha256: str | None = None) -> dict:
@@ -165,23 +167,8 @@ def thread_count(n: int | None) -> Iterator[None]:
         numba.set_num_threads(old)
 
 
-#: The command line of this run, JSON ``{"command": argv, "cwd": ...}``, when the CLI runs it
-#: (``fastenc.cli.main`` sets it; an environment variable, so that spawned workers see it too).
-#: ``publish`` records it in the manifest's ``build`` for the dataset card, never in the request:
-#: two spellings of one request (``--threads``, ``-q``) give the same output, and the
-#: finished-output check compares requests only.
-COMMAND_ENV = "FASTENC_COMMAND"
-
 #: the lock file beside ``OUT`` that a run holds (``staging.RunLock``; ``Run._lock_path``)
 RUN_LOCK_SUFFIX = ".fastenc-run.lock"
-
-
-def current_command() -> dict | None:
-    try:
-        command = json.loads(os.environ.get(COMMAND_ENV) or "null")
-    except ValueError:
-        return None
-    return command if isinstance(command, dict) else None
 
 
 def _holds(path: Path, manifest: dict) -> bool:
@@ -192,15 +179,16 @@ def _holds(path: Path, manifest: dict) -> bool:
         return False
 
 
-def _refresh_shared_card(out: Path, fmt: str) -> None:
+def _refresh_shared_card(out: Path, spec: OutputSpec) -> None:
     """After the commit into a shared ``OUT`` (urls): rewrite ``OUT/README.md`` from every shard
     committed so far. The card is not part of the shard's commit (it describes all shards); a
     failure here is one warning line, the shard itself is published (``fastenc card OUT`` redoes it)."""
-    from fastenc import card
     from fastenc.errors import FastencError
 
+    if spec.card is None:
+        return
     try:
-        card.write(out)
+        card_file.write(out, spec.card)
     except (OSError, FastencError) as exc:
         _card_warning(out, exc)
 
@@ -208,9 +196,7 @@ def _refresh_shared_card(out: Path, fmt: str) -> None:
 def _card_warning(out: Path, exc: BaseException) -> None:
     import sys
 
-    from fastenc import card
-
-    print(f"fastenc: warning: the shard is published but {out / card.CARD} could not be rewritten ({exc}); "
+    print(f"fastenc: warning: the shard is published but {out / card_file.CARD} could not be rewritten ({exc}); "
           f"run `fastenc card {out}`", file=sys.stderr)
 
 
@@ -252,8 +238,12 @@ class Run:
     when ``out`` already holds this very output, else None."""
 
     def __init__(self, spec: OutputSpec, out: str | os.PathLike, request: dict, *, overwrite: bool = False,
-                 threads: int | None = None):
+                 threads: int | None = None, command: dict | None = None):
         self.spec = spec
+        #: how this run was started (``{"command": argv, "cwd": ...}``, from the CLI): ``publish``
+        #: records it in the manifest's ``build`` for the dataset card, never in the request (two
+        #: spellings of one request give the same output; the finished-output check compares requests)
+        self.command = command
         self.out = Path(out)
         self.request = request
         self.overwrite = overwrite
@@ -279,7 +269,7 @@ class Run:
             except OSError as exc:
                 raise output_error(exc, self.out) from exc
             if self.done is not None and self.spec.mode == "into":  # a run killed after its commit had no card yet
-                _refresh_shared_card(self.out, self.spec.format)
+                _refresh_shared_card(self.out, self.spec)
             self._set_threads()
         except BaseException:
             self._unlock()
@@ -350,7 +340,7 @@ class Run:
         manifest = out / self.spec.manifest
         if not manifest.exists():
             for name in self.spec.leftovers:  # data moved in by a run that never committed
-                staging._remove(out / name)
+                staging.remove_path(out / name)
             return
         if not self.overwrite:
             names = " / ".join(self.spec.leftovers + (self.spec.manifest,))
@@ -381,17 +371,14 @@ class Run:
 
     def publish(self, manifest: dict) -> None:
         """Write ``manifest`` into the stage and publish the whole output in one step, with its
-        dataset card ``README.md`` (``fastenc.card``, made from the output's files alone)."""
-        from fastenc import card
-
+        dataset card ``README.md`` (``spec.card``, made from the output's files alone)."""
         stage = self.stage
-        command = current_command()
-        if command is not None:  # how it was built, for the card; not in the request (see COMMAND_ENV)
-            manifest.setdefault("build", {}).update(command)
+        if self.command is not None:  # how it was built, for the card; not in the request
+            manifest.setdefault("build", {}).update(self.command)
         stage.write_json(self.spec.manifest, manifest)
         try:
             if self.spec.mode == "folder":
-                card.write_staged(stage, self.spec.format)  # part of the output: it appears with the commit
+                self._stage_card(stage)  # part of the output: it appears with the commit
                 staging.publish_folder(stage, self.out, self.spec.is_own)
             elif not (self._fresh and self._publish_new(stage)):
                 self._publish_into(stage, manifest)
@@ -405,18 +392,22 @@ class Run:
         """An ``OUT`` this run creates: the folder, its card included, appears by one rename.
         False if another run (another shard) created ``OUT`` meanwhile: then it is published
         into that one like any later shard."""
-        from fastenc import card
-
-        card.write_staged(stage, self.spec.format)
+        self._stage_card(stage)
         if staging.publish_new(stage, self.out):
             return True
-        (stage.dir / card.CARD).unlink()  # the shared folder's card covers every shard: made anew below
+        with contextlib.suppress(FileNotFoundError):
+            (stage.dir / card_file.CARD).unlink()  # the shared folder's card covers every shard: made anew below
         return False
+
+    def _stage_card(self, stage: staging.Stage) -> None:
+        """The card, written into the stage (which holds the whole output and its manifest) like every file of it."""
+        if self.spec.card is not None:
+            stage.write_text(card_file.CARD, self.spec.card(stage.dir))
 
     def _publish_into(self, stage: staging.Stage, manifest: dict) -> None:
         """A unit into an ``OUT`` that holds others, under the lock of its writers: by one exchange
         of a rebuilt folder, the card in it, where the system can; else its manifest renamed in
-        last and the card rewritten after that commit (after the lock, which ``card.write`` takes)."""
+        last and the card rewritten after that commit (after the lock, which ``card_file.write`` takes)."""
         spec, swapped = self.spec, False
         try:
             with staging.out_lock(self.out):
@@ -427,22 +418,23 @@ class Run:
                     staging.publish_into(stage, self.out, spec.manifest, spec.shared, spec.leftovers)
         finally:  # also when a step after the commit (the folder's fsync) failed
             if not swapped and _holds(self.out / spec.manifest, manifest):
-                _refresh_shared_card(self.out, spec.format)
+                _refresh_shared_card(self.out, spec)
 
     def _card_into(self, swap: staging.Stage) -> None:
         """The card of the rebuilt folder (every committed unit and this one) replaces the linked
         old one, so that it appears with the commit. If it cannot be made, the old card stays."""
-        from fastenc import card
         from fastenc.errors import FastencError
 
+        if self.spec.card is None:
+            return
         try:
-            text = card.render(swap.dir)
+            text = self.spec.card(swap.dir)
         except FastencError as exc:
             _card_warning(self.out, exc)
             return
         with contextlib.suppress(FileNotFoundError):
-            (swap.dir / card.CARD).unlink()
-        swap.write_text(card.CARD, text)
+            (swap.dir / card_file.CARD).unlink()
+        swap.write_text(card_file.CARD, text)
 
     # -- leaving ------------------------------------------------------------------------------
 
@@ -463,7 +455,7 @@ class Run:
             self._stage.discard()
             self._stage = None
         elif self._stage_path is not None and not self._committed:
-            staging._remove(self._stage_path)
+            staging.remove_path(self._stage_path)
         if self.spec.mode == "folder" and not self._committed:
             # every temporary of this process beside OUT is this run's (the lock keeps any other
             # run of OUT out, in this process too): none outlives a stopped run

@@ -94,7 +94,7 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _rename(src: Path, dst: Path) -> None:
+def rename_step(src: Path, dst: Path) -> None:
     faults.step("rename", dst)
     os.replace(src, dst)
     # A signal (Ctrl-C) can arrive just after a rename has happened: the callers' cleanup decides
@@ -102,7 +102,7 @@ def _rename(src: Path, dst: Path) -> None:
     faults.step(faults.RENAMED, dst)
 
 
-def _remove(path: Path) -> None:
+def remove_path(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     else:
@@ -251,7 +251,7 @@ class Stage:
         for sf in self.files:
             if sf.state == "open":
                 sf.close_quietly()
-        _remove(self.dir)
+        remove_path(self.dir)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -274,10 +274,10 @@ def publish_folder(stage: Stage, out: Path, is_own: Callable[[str], bool]) -> No
         if out.exists():
             if has_files(out):
                 old = out.with_name(temp_name(out.name, "old"))
-                _rename(out, old)
+                rename_step(out, old)
             else:
                 shutil.rmtree(out)
-        _rename(stage.dir, out)  # the commit
+        rename_step(stage.dir, out)  # the commit
     except BaseException:
         if stage.dir.exists():  # not committed: the previous output comes back, nothing changed
             if old is not None and old.exists() and not out.exists():
@@ -295,7 +295,7 @@ def publish_new(stage: Stage, out: Path) -> bool:
     that has entries, so two processes cannot both create ``out``."""
     stage.finish()
     try:
-        _rename(stage.dir, out)  # the commit
+        rename_step(stage.dir, out)  # the commit
     except OSError as exc:
         if exc.errno in (errno.EEXIST, errno.ENOTEMPTY) and stage.dir.exists():
             return False
@@ -314,8 +314,8 @@ def _finish_old(old: Path, out: Path, is_own: Callable[[str], bool]) -> None:
     """After the commit: move others' entries of the replaced output into ``out``, delete the rest."""
     for entry in sorted(old.iterdir()):
         if not is_own(entry.name) and not (out / entry.name).exists():
-            _rename(entry, out / entry.name)
-    _remove(old)
+            rename_step(entry, out / entry.name)
+    remove_path(old)
 
 
 def publish_into(stage: Stage, out: Path, manifest: str, shared: Iterable[str] = (), replaced: Iterable[str] = ()) -> None:
@@ -335,18 +335,18 @@ def publish_into(stage: Stage, out: Path, manifest: str, shared: Iterable[str] =
         if old:
             aside.mkdir()
         for name in old:
-            _rename(out / name, aside / name)
+            rename_step(out / name, aside / name)
         for name in moving:
-            _rename(stage.dir / name, out / name)
-        _rename(stage.dir / manifest, out / manifest)  # the commit
+            rename_step(stage.dir / name, out / name)
+        rename_step(stage.dir / manifest, out / manifest)  # the commit
     except BaseException:
         if not (stage.dir / manifest).exists():  # committed: the exception came just after the commit
-            _remove(stage.dir)
+            remove_path(stage.dir)
             raise
         _undo_into(stage, out, moving, old, aside)
         raise
     fsync_dir(out)
-    _remove(stage.dir)
+    remove_path(stage.dir)
 
 
 def _undo_into(stage: Stage, out: Path, moving: list[str], old: list[str], aside: Path) -> None:
@@ -354,7 +354,7 @@ def _undo_into(stage: Stage, out: Path, moving: list[str], old: list[str], aside
     is, not by how far the loop got), and the earlier output comes back, its manifest last."""
     for name in moving:
         if not (stage.dir / name).exists():
-            _remove(out / name)
+            remove_path(out / name)
     for name in reversed(old):
         if (aside / name).exists():
             os.replace(aside / name, out / name)
@@ -619,7 +619,7 @@ def publish_swap(stage: Stage, out: Path, manifest: str, shared: Iterable[str] =
         _exchange(swap.dir, out)  # the commit
     except BaseException as exc:
         if swap is None or not _same_file(out / manifest, stage.dir / manifest):  # not committed
-            _remove(swap_path)
+            remove_path(swap_path)
             if isinstance(exc, OSError) and exc.errno in _NO_SWAP:
                 return False
             raise
@@ -649,8 +649,8 @@ def _finish_swap(old: Path, out: Path, ours: set[str], stage: Stage) -> None:
         if _carry(old, out, ours):
             fsync_dir(out)
     finally:
-        _remove(old)
-        _remove(stage.dir)
+        remove_path(old)
+        remove_path(stage.dir)
 
 
 def _follow_cwd(old: Path, out: Path) -> None:
@@ -671,7 +671,7 @@ def _carry(old: Path, new: Path, skip: set[str] = frozenset()) -> bool:
         if entry.is_dir() and not entry.is_symlink() and dst.is_dir() and not dst.is_symlink():
             moved |= _carry(entry, dst)
         elif not os.path.lexists(dst) or not (entry.is_dir() or dst.is_dir() or _same_file(entry, dst)):
-            _rename(entry, dst)
+            rename_step(entry, dst)
             moved = True
     return moved
 
@@ -724,7 +724,7 @@ def clean_stale(directory: Path, prefix: str | None = None, is_own: Callable[[st
         if not m or (prefix is not None and p.name[: m.start()] != prefix) or (_pid_alive(pid) and not (ours and pid == os.getpid())):
             continue
         if m.group(1) in ("tmp", "swap"):  # a swap folder is never put back: OUT is complete either way
-            _remove(p)
+            remove_path(p)
         else:
             out = directory / p.name[: m.start()]
             if out.exists():

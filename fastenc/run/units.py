@@ -106,7 +106,7 @@ class WorkDir:
         except BaseException:  # (a signal here too, even right after the mkdir: no temporary is left behind)
             if stage is not None:
                 stage.discard()
-            staging._remove(tmp)
+            staging.remove_path(tmp)
             raise
         try:
             os.rename(tmp, self.dir)
@@ -152,7 +152,7 @@ class WorkDir:
         final = self.unit_dir(i)
         if final.exists():  # a spill that did not verify: replaced
             shutil.rmtree(final)
-        staging._rename(stage.dir, final)
+        staging.rename_step(stage.dir, final)
 
     def remove(self) -> None:
         """Delete the work folder: its unit folders on a thread per core (deleting a spill frees its
@@ -535,10 +535,11 @@ def run_unit(work: WorkDir, i: int, produce: Callable[[staging.Stage], dict]) ->
 
 
 def map_phase(work: WorkDir, task: Callable[[int], object], n_units: int, *, workers: int, threads: int | None,
-              family: str, desc: str, quiet: bool, reduce_unit: Callable[[int, dict], None] | None = None) -> list[dict]:
+              before_workers: Callable[[], None] | None, desc: str, quiet: bool,
+              reduce_unit: Callable[[int, dict], None] | None = None) -> list[dict]:
     """Run the units whose spill does not verify yet (all of them on a fresh start), then return
-    every unit's result, in input order. ``family``: the kernels to compile once, before the
-    workers start (each would otherwise compile them on its own).
+    every unit's result, in input order. ``before_workers()``: called once before the workers start
+    (the recipe compiles its kernels ahead there; each worker would otherwise compile them on its own).
 
     ``reduce_unit(i, result)``: the reduce of one unit, called once per unit in input order, on a
     thread of this process while the map runs (``InOrder``); returns when every unit is reduced."""
@@ -546,8 +547,8 @@ def map_phase(work: WorkDir, task: Callable[[int], object], n_units: int, *, wor
 
     results = {i: work.finished(i) for i in range(n_units)}  # each spill re-read and checked once
     todo = [i for i, r in results.items() if r is None]
-    if workers > 1 and len(todo) > 1:
-        _compile_once(family, quiet)
+    if workers > 1 and len(todo) > 1 and before_workers is not None:
+        before_workers()
     sink = None if reduce_unit is None else InOrder(n_units, reduce_unit)
     try:
         if sink is not None:
@@ -646,14 +647,6 @@ class InOrder:
             self._cond.notify_all()
         if self._thread is not None and self._thread.is_alive():
             self._thread.join()
-
-
-def _compile_once(family: str, quiet: bool) -> None:
-    """Before workers start: the family's kernels into the cache, compiled in a process of its own
-    so that this one can still fork its workers (``fastenc.warmup.compile_ahead``)."""
-    from fastenc.warmup import compile_ahead
-
-    compile_ahead((family,), quiet=quiet)
 
 
 def read_blocks(path: Path, csum, itemsize: int, block_items: int = 8 << 20):

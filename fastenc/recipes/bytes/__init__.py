@@ -200,7 +200,14 @@ def _is_own(name: str) -> bool:
     return bool(SHARD_RE.match(name)) or name == META_NAME
 
 
-OUTPUT = OutputSpec(recipe="bytes", format=FORMAT, manifest=META_NAME, files_of=_manifest_files, is_own=_is_own)
+def _render_card(folder) -> str:
+    from fastenc.recipes.bytes.card import render
+
+    return render(folder)
+
+
+OUTPUT = OutputSpec(recipe="bytes", format=FORMAT, manifest=META_NAME, files_of=_manifest_files, is_own=_is_own,
+                    card=_render_card)
 
 
 def _load_kernels_in_background() -> threading.Thread:
@@ -247,6 +254,7 @@ def encode_bytes(
     workers: int = 1,
     overwrite: bool = False,
     quiet: bool = False,
+    command: dict | None = None,
 ) -> dict:
     """Encode the ``column`` documents of ``inputs`` into ``out_dir``; returns the meta (as written).
 
@@ -261,12 +269,14 @@ def encode_bytes(
     output (files that are not train_*/val_*/meta.json are kept). The whole output appears in one
     step (docs/atomic-output.md). ``workers``: processes packing the input files (map phase,
     docs/scale.md); an interrupted run resumes where it stopped. The output does not depend on
-    ``batch_bytes``, ``threads`` or ``workers``.
+    ``batch_bytes``, ``threads`` or ``workers``. ``command``: how the run was started, for the card.
     """
+    from fastenc.recipes.bytes.recipe import FAMILY
+
     job = plan_bytes(inputs, out_dir, column=column, shard_bytes=shard_bytes, val_every=val_every, batch_bytes=batch_bytes,
                      skip_nulls=skip_nulls, workers=workers)
     request, infos = job.request, job.infos
-    with Run(OUTPUT, out_dir, request, overwrite=overwrite, threads=threads) as run:
+    with Run(OUTPUT, out_dir, request, overwrite=overwrite, threads=threads, command=command) as run:
         if run.done is not None:
             WorkDir(run.out, request).remove_if_same()
             summary_line(f"fastenc bytes: {run.out} already holds this output (meta.json matches); nothing to do", quiet=quiet)
@@ -275,7 +285,8 @@ def encode_bytes(
         with work:  # a failure before any unit finished removes it
             reduce = _Reduce(run, work, shard_bytes, val_every, len(infos))
             results = map_phase(work, functools.partial(map_unit, job), len(infos), workers=workers, threads=threads,
-                                family="bytes", desc="bytes", quiet=quiet, reduce_unit=reduce.unit)
+                                before_workers=functools.partial(FAMILY.compile_ahead, quiet), desc="bytes",
+                                quiet=quiet, reduce_unit=reduce.unit)
             counts = {k: sum(r[k] for r in results) for k in _COUNTS}
             splits = {s: w.finish() for s, w in reduce.writers.items()}
             meta = _meta(column, counts, splits, infos, shard_bytes, val_every, request)

@@ -59,7 +59,7 @@ def verify_output(out_dir: Path, source: Sequence[Path] | None = None) -> dict:
     """
     from fastenc.verify import checked
 
-    return checked(FORMAT, out_dir, "meta.json", _verify, source)
+    return checked(FORMAT, out_dir, META_NAME, _verify, source)
 
 
 def _verify(out_dir: Path, source: Sequence[Path] | None, report: dict) -> None:

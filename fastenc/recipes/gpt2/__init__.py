@@ -112,7 +112,14 @@ def _is_own(name: str) -> bool:
     return name in BUCKETS or name in (SUMMARY_JSON, SUMMARY_TSV)
 
 
-OUTPUT = OutputSpec(recipe="gpt2", format=FORMAT, manifest=SUMMARY_JSON, files_of=_manifest_files, is_own=_is_own)
+def _render_card(folder) -> str:
+    from fastenc.recipes.gpt2.card import render
+
+    return render(folder)
+
+
+OUTPUT = OutputSpec(recipe="gpt2", format=FORMAT, manifest=SUMMARY_JSON, files_of=_manifest_files, is_own=_is_own,
+                    card=_render_card)
 
 
 class _Sources(NamedTuple):
@@ -158,6 +165,7 @@ def encode_gpt2(
     quiet: bool = False,
     encoding: str = TOKENIZER,
     pattern: str | None = None,
+    command: dict | None = None,
 ) -> dict:
     """Encode the documents of ``inputs`` into GPT-2 bucketed bins under ``out_dir``; returns the summary.
 
@@ -181,13 +189,15 @@ def encode_gpt2(
     ``overwrite``, which replaces a previous output (files that are not buckets or summaries are
     kept). The whole output appears in one step (docs/atomic-output.md). ``workers``: processes
     encoding the input files (map phase, docs/scale.md); an interrupted run resumes where it
-    stopped; the output does not depend on it.
+    stopped; the output does not depend on it. ``command``: how the run was started, for the card.
     """
+    from fastenc.recipes.gpt2.recipe import FAMILY
+
     job = plan_gpt2(inputs, out_dir, column=column, buckets=buckets, part_tokens=part_tokens, count_column=count_column,
                     decode_every=decode_every, batch_bytes=batch_bytes, skip_nulls=skip_nulls, encoding=encoding,
                     pattern=pattern, workers=workers)
     enc, fmt = _ENCODINGS[(job.encoding, job.pattern)]
-    with Run(OUTPUT, out_dir, job.request, overwrite=overwrite, threads=threads) as run:
+    with Run(OUTPUT, out_dir, job.request, overwrite=overwrite, threads=threads, command=command) as run:
         if run.done is not None:
             WorkDir(run.out, job.request).remove_if_same()
             summary_line(f"fastenc gpt2: {run.out} already holds this output (summary.json matches); nothing to do", quiet=quiet)
@@ -197,7 +207,8 @@ def encode_gpt2(
             ctx = _context(enc, fmt, job.src, job.count_column)
             reduce = _Reduce(run, work, job.kept, part_tokens, ctx, len(job.src.infos))
             map_phase(work, functools.partial(map_unit, job), len(job.src.infos), workers=workers, threads=threads,
-                      family="gpt2", desc="gpt2", quiet=quiet, reduce_unit=reduce.unit)
+                      before_workers=functools.partial(FAMILY.compile_ahead, quiet), desc="gpt2", quiet=quiet,
+                      reduce_unit=reduce.unit)
             summary = _summary(reduce.writers, reduce.tally, job.kept, ctx, part_tokens, decode_every, job.request)
             run.stage.write_text(SUMMARY_TSV, summary_tsv(summary))
             run.publish(summary)

@@ -73,11 +73,11 @@ from fastenc.run.units import check_workers, file_xxh3, map_units, worker_thread
 
 # The recipe's stages live in modules of their own; the names are imported here so that this
 # module stays the recipe's one entry point (``fastenc urls``, ``fastenc verify``, the tests).
-# The flow looks them up here (tests monkeypatch ``encode_url_chunk`` and ``_verify_written`` on
+# The flow looks them up here (tests monkeypatch ``encode_url_chunk`` and ``verify_written`` on
 # this module), which is also why the streaming pass ``_encode_pass`` stays in this file.
-from fastenc.recipes.urls.bin import _ChunkWriter, count_tokens_equal, iter_decoded  # noqa: F401
-from fastenc.recipes.urls.check import VERIFY_SAMPLE, _Check, _sample_indices, _SampleWindows, _verify_written
-from fastenc.recipes.urls.encode import EncodedUrls, _Buffers, encode_url_chunk  # noqa: F401
+from fastenc.recipes.urls.bin import ChunkWriter, count_tokens_equal, iter_decoded  # noqa: F401
+from fastenc.recipes.urls.check import VERIFY_SAMPLE, ReadBackCheck, sample_indices, SampleWindows, verify_written
+from fastenc.recipes.urls.encode import EncodedUrls, EncodeBuffers, encode_url_chunk  # noqa: F401
 from fastenc.recipes.urls.format import (  # noqa: F401
     EOS_TOKEN,
     FORMAT,
@@ -87,7 +87,7 @@ from fastenc.recipes.urls.format import (  # noqa: F401
     SHARD_RULE,
     TOKENIZER_DIR,
     TOKENIZER_FILES,
-    _show,
+    show_bytes,
     bin_name,
     shard_from_name,
     sidecar_name,
@@ -95,13 +95,13 @@ from fastenc.recipes.urls.format import (  # noqa: F401
 from fastenc.recipes.urls.source import (  # noqa: F401
     UrlBatch,
     UrlColumn,
-    _column_bytes,
-    _open_column,
+    url_column_bytes,
+    open_url_column,
     big_empty,
     iter_url_batches,
     read_url_column,
 )
-from fastenc.recipes.urls.tokenizer import _check_tokenizer_dir, _copy_tokenizer, _load_tokenizer
+from fastenc.recipes.urls.tokenizer import check_tokenizer_dir, copy_tokenizer, load_tokenizer
 from fastenc.recipes.urls.verify import verify_output  # noqa: F401  (fastenc.verify calls it from here)
 
 DEFAULT_NUM_SHARDS = 2048
@@ -147,7 +147,7 @@ class _Pass(NamedTuple):
     outside: int  # URLs not in the shard
     outside_examples: list
     irreversible: dict  # source index -> text, for URLs canonical() cannot give back
-    samples: _SampleWindows
+    samples: SampleWindows
     empty: int
     url_bytes: int
     max_url_bytes: int
@@ -161,9 +161,9 @@ def _encode_pass(path: Path, column: str, enc, shard: int, num_shards: int, shar
     from fastenc.kernels.url_pack import count_outside_shard, shard_of
     from fastenc.recipes.urls.threads import hash_batch
 
-    pf, _ = _open_column(path, column)
+    pf, _ = open_url_column(path, column)
     n_rows = pf.metadata.num_rows
-    column_bytes = _column_bytes(pf, column)
+    column_bytes = url_column_bytes(pf, column)
     # Upper bounds (ids never outnumber bytes, + one 0 per URL); untouched pages cost nothing.
     # The ids on small pages: they are written once, front to back, and a huge page's first touch
     # costs more on the VMs measured: the ids' compaction gains more than the hash-order gather that
@@ -174,8 +174,8 @@ def _encode_pass(path: Path, column: str, enc, shard: int, num_shards: int, shar
     hashes = big_empty(max(n_rows, 1), np.uint64)
     lo = -(-shard * 2**64 // num_shards) if shard_check else 0  # the shard's hash range
     hi = -(-(shard + 1) * 2**64 // num_shards) if shard_check else 2**64
-    samples = _SampleWindows(n_rows, lo, hi)
-    bufs = _Buffers()
+    samples = SampleWindows(n_rows, lo, hi)
+    bufs = EncodeBuffers()
     seconds = {"read": 0.0, "hash": 0.0, "encode": 0.0}
     rows = None
     n = n_tok = nulls = outside = empty = url_bytes = max_len = invalid = 0
@@ -203,7 +203,7 @@ def _encode_pass(path: Path, column: str, enc, shard: int, num_shards: int, shar
                 for j in first_bad[: min(bad, 5 - len(examples))].tolist():
                     row = int(rows[n + j]) if rows is not None else batch.first_row + j
                     url = data[offsets[j] : offsets[j + 1]].tobytes()
-                    examples.append(f"row {row}: {_show(url)} is in shard {int(shard_of(h[j], np.uint64(num_shards)))}")
+                    examples.append(f"row {row}: {show_bytes(url)} is in shard {int(shard_of(h[j], np.uint64(num_shards)))}")
                 outside += bad
             samples.add(h, data, offsets, n)
             lengths = np.diff(offsets)
@@ -249,7 +249,14 @@ def _output(shard: int) -> OutputSpec:
         leftovers=(bin_name(shard),),
         shared=(TOKENIZER_DIR,),
         check=lambda out, meta: file_xxh3(out / bin_name(shard)) == meta["bin_xxh3_64"],
+        card=_render_card,
     )
+
+
+def _render_card(folder: Path) -> str:
+    from fastenc.recipes.urls.card import render
+
+    return render(folder)
 
 
 def _shard_request(path: Path, tokenizer_sha256: str, column: str, shard: int, num_shards: int, shard_check: bool,
@@ -298,6 +305,7 @@ def encode_shard(
     threads: int | None = None,
     overwrite: bool = False,
     quiet: bool = False,
+    command: dict | None = None,
 ) -> dict:
     """Encode one URL shard into ``out_dir``; returns the sidecar as written.
 
@@ -310,25 +318,25 @@ def encode_shard(
     elsewhere the sidecar is renamed in last, the commit) (docs/atomic-output.md). The bin does not depend on
     ``chunk_urls`` (URLs per write chunk) or ``threads``. Raises ``InputError`` (bad input),
     ``VerificationError`` (a URL outside the shard, or the written bin failing its read-back
-    check: then nothing is published).
+    check: then nothing is published). ``command``: how the run was started, for the card.
     """
     if shard is None and not shard_check and shard_from_name(Path(path)) is None:
         shard = 0
     path, shard = _check_shard_args(path, shard, num_shards, chunk_urls)
-    enc, tok_src = _load_tokenizer(tokenizer)
-    _open_column(path, column)  # a missing or non-text column fails before anything else
+    enc, tok_src = load_tokenizer(tokenizer)
+    open_url_column(path, column)  # a missing or non-text column fails before anything else
     request = _shard_request(path, enc.sha256, column, shard, num_shards, shard_check, skip_nulls)
-    with Run(_output(shard), out_dir, request, overwrite=overwrite, threads=threads) as run:
+    with Run(_output(shard), out_dir, request, overwrite=overwrite, threads=threads, command=command) as run:
         if run.done is not None:
             summary_line(f"fastenc urls: {run.out / bin_name(shard)} already holds this output (its sidecar matches); "
                          "nothing to do", quiet=quiet)
             return run.done
-        tokenizer_present = _check_tokenizer_dir(run.out, enc.sha256)
+        tokenizer_present = check_tokenizer_dir(run.out, enc.sha256)
         job = _Job(path, column, shard, num_shards, shard_check, enc, quiet, run.stats)
         p = _read_pass(job, skip_nulls)
         meta = _sort_write_verify(job, run.stage, p, chunk_urls, request)
         if not tokenizer_present:
-            _copy_tokenizer(tok_src, run.stage)
+            copy_tokenizer(tok_src, run.stage)
         run.publish(meta)
     _print_summary(job, run, meta, p.nulls)
     return meta
@@ -401,7 +409,7 @@ def shards_missing(paths, out_dir: str | os.PathLike, *, indices=None, shard: in
     ``out_dir`` with these options (no sidecar of this very request, or a bin that does not verify)."""
     from fastenc.run import finished_same
 
-    enc, _ = _load_tokenizer(options.get("tokenizer", "urls"))
+    enc, _ = load_tokenizer(options.get("tokenizer", "urls"))
     paths = resolve_inputs([os.fspath(p) for p in paths])
     missing = []
     for i in range(len(paths)) if indices is None else indices:
@@ -425,23 +433,23 @@ def _prepare_shared(out_dir, options: dict, quiet: bool) -> None:
     holds shards already, put ``OUT/tokenizer/`` in place (each worker would otherwise stage its
     own copy of it). A new ``OUT`` is not created here: a run stopped before its first shard's
     commit would leave a folder holding only ``tokenizer/`` under the final name."""
-    from fastenc.run.units import _compile_once
+    from fastenc.recipes.urls.recipe import FAMILY
 
-    _compile_once("urls", quiet)
-    enc, tok_src = _load_tokenizer(options.get("tokenizer", "urls"))
+    FAMILY.compile_ahead(quiet)
+    enc, tok_src = load_tokenizer(options.get("tokenizer", "urls"))
     from fastenc.run import staging
 
     out = Path(out_dir)
     if not out.is_dir() or not staging.has_files(out):
         return  # OUT appears with the first shard, tokenizer/ in it, never before (docs/atomic-output.md)
     with staging.out_lock(out):  # a writer of OUT like any shard's run: another may be swapping OUT now
-        if _check_tokenizer_dir(out, enc.sha256):
+        if check_tokenizer_dir(out, enc.sha256):
             return
         stage = staging.Stage(out / staging.temp_name(""))
         try:
-            _copy_tokenizer(tok_src, stage)
+            copy_tokenizer(tok_src, stage)
             stage.finish()
-            staging._rename(stage.dir / TOKENIZER_DIR, out / TOKENIZER_DIR)
+            staging.rename_step(stage.dir / TOKENIZER_DIR, out / TOKENIZER_DIR)
         finally:
             stage.discard()
 
@@ -492,7 +500,7 @@ def _sort(job: _Job, p: _Pass) -> _Order:
         import numba
 
         order, sorted_hashes = sort_by_hash(p.hashes, numba.get_num_threads())
-        samples = _sample_indices(n)
+        samples = sample_indices(n)
         sample_keys = sorted_hashes[samples]
         prev_keys = sorted_hashes[np.maximum(samples - 1, 0)]
         del sorted_hashes
@@ -516,7 +524,7 @@ def _write_bin(job: _Job, stage, p: _Pass, o: _Order, chunk_urls: int):
     spans = np.zeros((len(watch), 2), np.int64)
     bin_file = stage.open(bin_name(job.shard))
     with job.stats.time("write"), progress(n, unit="URL", desc="write", quiet=job.quiet) as bar:
-        writer = _ChunkWriter(bin_file.file)
+        writer = ChunkWriter(bin_file.file)
         out_offsets = np.empty(min(n, chunk_urls) + 1, np.int64)
         starts = np.empty(min(n, chunk_urls), np.int64)
         written = 0
@@ -556,11 +564,11 @@ def _verify_bin(job: _Job, p: _Pass, o: _Order, bin_file, watch, spans, n_tokens
         i = int(src_idx[w])
         text = p.irreversible.get(i) or p.samples.text.get(i) or texts.get(i, b"")
         j = where.get(k)
-        checks.append(_Check(k, int(spans[w, 0]), int(spans[w, 1]), int(o.sample_keys[j]) if j is not None else None,
+        checks.append(ReadBackCheck(k, int(spans[w, 0]), int(spans[w, 1]), int(o.sample_keys[j]) if j is not None else None,
                              int(o.prev_keys[j]) if j is not None else None, text, int(_source_rows(p, np.array([i]))[0]),
                              k in flagged_set))
     with job.stats.time("verify"), progress(len(checks), unit="URL", desc="verify", quiet=job.quiet) as bar:
-        check = finish_after_check([bin_file], lambda: _verify_written(
+        check = finish_after_check([bin_file], lambda: verify_written(
             bin_file.temp_path, job.enc, p.n, n_tokens, checks, job.num_shards, job.shard if job.shard_check else None, bar))
     if check["problems"]:
         raise VerificationError(f"{job.path}: the written bin failed its read-back check; nothing was published:\n  "
@@ -609,7 +617,7 @@ def _sidecar(job: _Job, p: _Pass, o: _Order, n_tokens: int, digest: str, check: 
             "bytes": path.stat().st_size,
             "rows": p.num_rows,
             "column": job.column,
-            "column_type": str(_open_column(path, job.column)[1]),
+            "column_type": str(open_url_column(path, job.column)[1]),
         },
         "null_urls_skipped": p.nulls,
         "empty_urls": p.empty,
@@ -622,7 +630,7 @@ def _sidecar(job: _Job, p: _Pass, o: _Order, n_tokens: int, digest: str, check: 
         "irreversible_urls": int(o.flagged_pos.size),
         "irreversible_url_indices": o.flagged_pos.tolist(),
         "bin_xxh3_64": digest,
-        # samples_read_back: sampled URLs whose text the pass did not keep (see _SampleWindows). No
+        # samples_read_back: sampled URLs whose text the pass did not keep (see SampleWindows). No
         # timings or thread counts here: a shard's files are byte-identical however it was run
         "verified": {"head": min(VERIFY_SAMPLE, n), "middle": min(VERIFY_SAMPLE, n), "tail": min(VERIFY_SAMPLE, n),
                      "urls_checked": check["urls_checked"], "mismatches": check["mismatches"], "samples_read_back": read_back},

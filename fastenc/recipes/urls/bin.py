@@ -1,6 +1,6 @@
 """The token bin as a file: writing it chunk by chunk, and reading it back.
 
-Writing (``_ChunkWriter``) overlaps the disk with the gather of the next chunk and hashes what it
+Writing (``ChunkWriter``) overlaps the disk with the gather of the next chunk and hashes what it
 writes. Reading (``iter_decoded``, ``count_tokens_equal``) is for the decode CLI, the
 recipe's read-back check and ``fastenc verify``; it uses plain file reads, not a memmap, so a pass
 over a whole bin does not inflate the process's resident set.
@@ -17,7 +17,7 @@ _STRETCH_TOKENS = 4 << 20  # tokens per stretch when a whole bin is decoded (~14
 # (`fastenc verify` of an 8.3 M-URL bin: 3.9-4.5 s with stretches of 32 M tokens, 3.4-3.7 s with 4 M)
 
 
-class _ChunkWriter:
+class ChunkWriter:
     """Writes token chunks to a file (and hashes them) from a background thread, so that the
     disk (~300 MB/s here: the 2.6 GB bin of a full shard takes ~8 s) works while the next chunk
     is gathered. Three buffers rotate: one being filled, up to two queued."""

@@ -1,7 +1,7 @@
 """The recipe's read-back check of the bin it just wrote, before anything is published.
 
-The pass keeps the source text of the URLs the check will need (``_SampleWindows``); after the
-write, ``_verify_written`` decodes the head, middle and tail samples (and every URL flagged
+The pass keeps the source text of the URLs the check will need (``SampleWindows``); after the
+write, ``verify_written`` decodes the head, middle and tail samples (and every URL flagged
 irreversible) with the pure-Python decoder and compares them with that text.
 """
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import NamedTuple
 import numpy as np
 
 from fastenc.recipes.urls.bin import count_tokens_equal
-from fastenc.recipes.urls.format import _show
+from fastenc.recipes.urls.format import show_bytes
 
 VERIFY_SAMPLE = 1000  # URLs each from the head, the middle and the tail of the bin
 
 
-class _SampleWindows:
+class SampleWindows:
     """Keeps the source text of the URLs that the verify stage will need, while it streams by.
 
     The verify stage checks the first, the middle and the last ``VERIFY_SAMPLE`` URLs of the bin
@@ -51,14 +51,14 @@ class _SampleWindows:
             self.text[first + j] = data[offsets[j] : offsets[j + 1]].tobytes()
 
 
-def _sample_indices(n: int, k: int = VERIFY_SAMPLE) -> np.ndarray:
+def sample_indices(n: int, k: int = VERIFY_SAMPLE) -> np.ndarray:
     """Sorted distinct bin positions: the first k URLs, the k around n // 2, and the last k."""
     mid = max(0, n // 2 - k // 2)
     parts = [np.arange(0, min(k, n)), np.arange(mid, min(mid + k, n)), np.arange(max(0, n - k), n)]
     return np.unique(np.concatenate(parts)).astype(np.int64)
 
 
-class _Check(NamedTuple):
+class ReadBackCheck(NamedTuple):
     """One URL the verify stage decodes back: bin position k, its token span, its order key and
     the previous URL's (None: not checked), its source text and row, and whether it was flagged
     irreversible."""
@@ -73,7 +73,7 @@ class _Check(NamedTuple):
     irreversible: bool
 
 
-def _verify_written(path: Path, enc, n_urls: int, n_tokens: int, checks: list[_Check], num_shards: int,
+def verify_written(path: Path, enc, n_urls: int, n_tokens: int, checks: list[ReadBackCheck], num_shards: int,
                     shard: int | None, bar) -> dict:
     """Re-read the finished bin: its length, its zero count, and the checked URLs decoded back.
 
@@ -113,7 +113,7 @@ def _verify_written(path: Path, enc, n_urls: int, n_tokens: int, checks: list[_C
             if not ok:
                 mismatches += 1
                 if len(examples) < 3:
-                    examples.append(f"URL {c.k} of the bin (source row {c.row}): {_show(c.source)}")
+                    examples.append(f"URL {c.k} of the bin (source row {c.row}): {show_bytes(c.source)}")
             bar.update(1)
     if mismatches:
         problems.append(f"{mismatches} of {len(checks)} checked URLs did not decode back to their source: " + "; ".join(examples))

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 
-class _Buffers:
+class EncodeBuffers:
     """Per-chunk scratch arrays, grown on demand and reused (no page faults per chunk)."""
 
     def __init__(self):
@@ -42,7 +42,7 @@ class EncodedUrls(NamedTuple):
 
 
 def encode_url_chunk(enc, data: np.ndarray, offsets: np.ndarray, order: np.ndarray, lengths: np.ndarray | None = None,
-                     bufs: _Buffers | None = None, out: np.ndarray | None = None) -> EncodedUrls:
+                     bufs: EncodeBuffers | None = None, out: np.ndarray | None = None) -> EncodedUrls:
     """Encode URLs ``order[0..m-1]`` of ``(data, offsets)`` the way the bins store them.
 
     ``lengths`` (the URLs' byte lengths, in this order) and ``bufs`` (reused scratch) are
@@ -60,7 +60,7 @@ def encode_url_chunk(enc, data: np.ndarray, offsets: np.ndarray, order: np.ndarr
     if lengths is None:
         lengths = offsets[order + 1] - offsets[order]
     if bufs is None:
-        bufs = _Buffers()
+        bufs = EncodeBuffers()
     m = len(order)
     canon_offsets = np.empty(m + 1, np.int64)
     canon_offsets[0] = 0

@@ -51,6 +51,6 @@ def shard_from_name(path: str | os.PathLike) -> int | None:
 
 
 # How a URL is quoted in error messages (shortened, never failing on invalid UTF-8).
-def _show(url: bytes, limit: int = 160) -> str:
+def show_bytes(url: bytes, limit: int = 160) -> str:
     text = url.decode("utf-8", "backslashreplace")
     return repr(text if len(text) <= limit else text[:limit] + "...")

@@ -14,12 +14,12 @@ from typing import NamedTuple
 import numpy as np
 
 from fastenc.arrow_io import ColumnChunk as UrlBatch  # noqa: F401  (the URL recipe's name for it)
-from fastenc.arrow_io import column_bytes as _column_bytes
+from fastenc.arrow_io import column_bytes as url_column_bytes
 from fastenc.arrow_io import iter_column_chunks as iter_url_batches
 from fastenc.arrow_io import open_column
 
 
-def _open_column(path: Path, column: str):
+def open_url_column(path: Path, column: str):
     pf, _, t = open_column(path, column, allow_binary=True)
     return pf, t
 
@@ -50,9 +50,9 @@ def read_url_column(path: str | os.PathLike, column: str = "url", *, skip_nulls:
     (from the Arrow buffers, no Python string per URL). Nulls as in ``iter_url_batches``.
     ``bar`` (a tqdm) is advanced by rows."""
     path = Path(path)
-    pf, t = _open_column(path, column)
+    pf, t = open_url_column(path, column)
     n_rows = pf.metadata.num_rows
-    buf = big_empty(max(_column_bytes(pf, column), 1 << 16), np.uint8)  # untouched pages cost nothing
+    buf = big_empty(max(url_column_bytes(pf, column), 1 << 16), np.uint8)  # untouched pages cost nothing
     offsets = big_empty(n_rows + 1, np.int64)
     offsets[0] = 0
     rows = None

@@ -13,7 +13,7 @@ from fastenc.errors import InputError, VocabError
 from fastenc.recipes.urls.format import EOS_TOKEN, TOKENIZER_DIR, TOKENIZER_FILES
 
 
-def _load_tokenizer(tokenizer: str | os.PathLike):
+def load_tokenizer(tokenizer: str | os.PathLike):
     """(Encoder, the folder or file its files are copied from)."""
     from fastenc.encoder import load
     from fastenc.vocab import BUILTIN, builtin_tokenizer_dir
@@ -47,7 +47,7 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _check_tokenizer_dir(out_dir: Path, sha256: str) -> bool:
+def check_tokenizer_dir(out_dir: Path, sha256: str) -> bool:
     """True if OUT/tokenizer/ already holds this tokenizer; refuses another one."""
     dst = out_dir / TOKENIZER_DIR / "tokenizer.json"
     if not dst.is_file():
@@ -61,7 +61,7 @@ def _check_tokenizer_dir(out_dir: Path, sha256: str) -> bool:
     return True
 
 
-def _copy_tokenizer(src: Path, stage) -> None:
+def copy_tokenizer(src: Path, stage) -> None:
     """Stage a copy of the tokenizer's files as ``tokenizer/`` (published with the bin)."""
     for f in _tokenizer_sources(src):
         stage.copy_file(f, f"{TOKENIZER_DIR}/{'tokenizer.json' if f == src else f.name}")

@@ -1,7 +1,7 @@
 """``fastenc bytes``: documents -> raw UTF-8 uint8 shards with 0xFE separators."""
 from __future__ import annotations
 
-from fastenc.cli import options as o
+from fastenc.recipes import options as o
 
 HELP = "documents -> raw UTF-8 uint8 shards with 0xFE separators"
 
@@ -24,11 +24,11 @@ def add_arguments(p) -> None:
     o.add_quiet_json(p, "print meta.json as JSON on stdout")
 
 
-def run(args) -> int:
+def run(args, command: dict | None = None) -> int:
     from fastenc.recipes.bytes import encode_bytes
 
     meta = encode_bytes(args.inputs, args.out, column=args.column, shard_bytes=args.shard_bytes, val_every=args.val_every,
-                        batch_bytes=args.batch_bytes, skip_nulls=args.skip_nulls, threads=args.threads, workers=args.workers, overwrite=args.overwrite, quiet=args.quiet)
+                        batch_bytes=args.batch_bytes, skip_nulls=args.skip_nulls, threads=args.threads, workers=args.workers, overwrite=args.overwrite, quiet=args.quiet, command=command)
     if args.json:
         o.print_json(meta)
     return 0

@@ -12,16 +12,15 @@ from pathlib import Path
 from fastenc.card.common import (built_section, plural, check_size, code, layout_block, num, ranges, read_json, size_category,
                                  table, yaml_header)
 from fastenc.errors import InputError
+from fastenc.recipes.urls.format import FORMAT, sidecar_paths
 
 
 
 def _sidecars(out: Path) -> list[dict]:
-    from fastenc.recipes.urls.format import sidecar_paths
-
     metas = []
     for p in sidecar_paths(out):
         meta = read_json(p, "a URL shard's sidecar")
-        if meta.get("format") != "fastenc-urls":
+        if meta.get("format") != FORMAT:
             raise InputError(f"{p} is not a fastenc URL sidecar (format {meta.get('format')!r})")
         try:
             check_size(out / meta["file"], 2 * int(meta["tokens"]), p.name)

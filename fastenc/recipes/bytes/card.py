@@ -7,7 +7,7 @@ from fastenc.card.common import (built_section, plural, check_size, code, layout
                                  yaml_header)
 from fastenc.errors import InputError
 
-MANIFEST = "meta.json"
+from fastenc.recipes.bytes import FORMAT, META_NAME as MANIFEST
 
 
 def _shards(out: Path, meta: dict) -> dict[str, list[dict]]:
@@ -23,7 +23,7 @@ def _shards(out: Path, meta: dict) -> dict[str, list[dict]]:
 
 def render(out: Path) -> str:
     meta = read_json(out / MANIFEST, "the bytes recipe's manifest")
-    if meta.get("format") != "fastenc-bytes":
+    if meta.get("format") != FORMAT:
         raise InputError(f"{out / MANIFEST} is not a fastenc bytes manifest (format {meta.get('format')!r})")
     try:
         shards = _shards(out, meta)

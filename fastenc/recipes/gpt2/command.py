@@ -2,9 +2,10 @@
 the vocabulary needs it, e.g. o200k_base)."""
 from __future__ import annotations
 
-from fastenc.cli import options as o
+from fastenc.recipes import options as o
 
-HELP = "documents -> token bins bucketed by token length (uint16 ids, uint32 where the vocabulary needs it)"
+HELP = ("documents -> token bins bucketed by token length (GPT-2 by default; uint16 ids, "
+        "uint32 where the vocabulary needs it, e.g. o200k_base)")
 
 
 def add_arguments(p) -> None:
@@ -35,13 +36,13 @@ def add_arguments(p) -> None:
     o.add_quiet_json(p, "print summary.json as JSON on stdout")
 
 
-def run(args) -> int:
+def run(args, command: dict | None = None) -> int:
     from fastenc.recipes.gpt2 import encode_gpt2
 
     summary = encode_gpt2(args.inputs, args.out, column=args.column, buckets=args.buckets, part_tokens=args.part_tokens,
                           count_column=None if args.no_count_check else args.count_column, decode_every=args.decode_every,
                           batch_bytes=args.batch_bytes, skip_nulls=args.skip_nulls, threads=args.threads, workers=args.workers, overwrite=args.overwrite, quiet=args.quiet,
-                          encoding=args.tokenizer, pattern=args.pattern)
+                          encoding=args.tokenizer, pattern=args.pattern, command=command)
     if args.json:
         o.print_json(summary)
     return 0

@@ -1,7 +1,7 @@
 """``fastenc urls``: URL parquet shard(s) -> xxh3-ordered uint16 token bin + sidecar each."""
 from __future__ import annotations
 
-from fastenc.cli import options as o
+from fastenc.recipes import options as o
 
 HELP = "URL parquet shard(s) -> xxh3-ordered uint16 token bin + sidecar"
 
@@ -27,13 +27,13 @@ def add_arguments(p) -> None:
     o.add_quiet_json(p, "print the sidecar(s) as JSON on stdout")
 
 
-def run(args) -> int:
+def run(args, command: dict | None = None) -> int:
     from fastenc.recipes.urls import encode_shards
 
     metas = encode_shards(args.inputs, args.out, workers=args.workers, threads=args.threads, quiet=args.quiet, shard=args.shard,
                           column=args.column, num_shards=args.num_shards, shard_check=args.shard_check,
                           skip_nulls=args.skip_nulls, tokenizer=args.tokenizer, chunk_urls=args.chunk_urls,
-                          overwrite=args.overwrite)
+                          overwrite=args.overwrite, command=command)
     if args.json:
         o.print_json(metas[0] if len(metas) == 1 else metas)
     return 0

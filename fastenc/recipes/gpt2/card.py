@@ -11,7 +11,7 @@ from fastenc.card.common import (built_section, plural, check_size, code, layout
                                  yaml_header)
 from fastenc.errors import InputError
 
-MANIFEST = "summary.json"
+from fastenc.recipes.gpt2.format import FORMAT, SUMMARY_JSON as MANIFEST
 
 
 def _idx_docs(path: Path) -> int:
@@ -45,7 +45,7 @@ def _parts(out: Path, summary: dict) -> list[dict]:
 
 def render(out: Path) -> str:
     summary = read_json(out / MANIFEST, "the gpt2 recipe's summary")
-    if summary.get("format") != "fastenc-gpt2":
+    if summary.get("format") != FORMAT:
         raise InputError(f"{out / MANIFEST} is not a fastenc gpt2 summary (format {summary.get('format')!r})")
     try:
         parts = _parts(out, summary)

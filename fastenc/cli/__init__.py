@@ -123,9 +123,8 @@ def _signal() -> str:
 
 
 def _interrupted() -> int:
-    _say(f"fastenc: interrupted ({_signal()}): no partial output was published, each output appears whole or not at "
-         "all; the files already encoded are kept: rerun the same command to resume")
-    return stop.exit_code(stop.received())
+    sys.stderr.flush()  # (the line goes straight to fd 2: what was printed before must come first)
+    return stop.report()
 
 
 def _say(line: str) -> None:
@@ -141,10 +140,10 @@ def console_main() -> None:
     import atexit
     import os
 
-    stop.install()
     try:
+        stop.install()
         code = main()
-    except KeyboardInterrupt:  # a signal in main()'s last lines, after its own handlers
+    except KeyboardInterrupt:  # a signal in install() itself, or in main()'s last lines, after its own handlers
         code = _interrupted()
     stop.finishing()  # a signal from here on ends the process at once
     atexit._run_exitfuncs()

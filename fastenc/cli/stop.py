@@ -26,7 +26,7 @@ import os
 import signal
 import sys
 
-__all__ = ["SIGNALS", "Interrupted", "install", "received", "signal_name", "exit_code", "finishing"]
+__all__ = ["SIGNALS", "Interrupted", "install", "received", "signal_name", "exit_code", "finishing", "report"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _received: int | None = None
@@ -56,6 +56,13 @@ def exit_code(signum: int | None) -> int:
 def received() -> int | None:
     """The first stop signal this process got since ``install()``, or None."""
     return _received
+
+
+def report() -> int:
+    """Say, in one line, that the command stopped on a signal; the exit status to return."""
+    _write(f"fastenc: interrupted ({signal_name(_received or signal.SIGINT)}): no partial output was published, each "
+           "output appears whole or not at all; the files already encoded are kept: rerun the same command to resume\n")
+    return exit_code(_received)
 
 
 def _write(text: str) -> None:

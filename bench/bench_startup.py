@@ -17,7 +17,7 @@ Commands (tiny inputs, so the time is start-up, not work):
 - encode: ``fastenc encode`` of a 3-line text file (GPT-2, ids printed)
 - warmup: ``fastenc warmup`` (everything; cold = what an image build or CI step pays once)
 
-``--breakdown`` also runs each cold command once under ``bench/compile_profile.py`` and prints
+``--breakdown`` also runs each cold command once under ``bench/probes/compile_profile.py`` and prints
 the kernels that took the most compile time (exclusive seconds: a kernel's own compile, not its
 callees'). The load average is printed with every command: other jobs on the machine slow
 compiles down as much as they slow anything else.
@@ -90,7 +90,7 @@ def timed(argv: list[str], cache: Path, *, profile_json: Path | None = None) -> 
     if profile_json is None:
         cmd = [PY, "-m", "fastenc", *argv]
     else:
-        cmd = [PY, str(ROOT / "bench" / "compile_profile.py"), "--json", str(profile_json), "--", *argv]
+        cmd = [PY, str(ROOT / "bench" / "probes" / "compile_profile.py"), "--json", str(profile_json), "--", *argv]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     stderr_text = proc.stderr.read()

@@ -234,16 +234,18 @@ def alternate(tools: list, rounds: int) -> Iterator[tuple[int, object]]:
 
 @dataclass
 class Rounds:
-    """Results per tool per round. Round 0 is "first" (cold disk and page cache, CPU clocks rising): it is
-    reported on its own and left out of the medians when there are later rounds."""
+    """Results per tool per round. With ``skip_first`` round 0 (cold disk and page cache, CPU clocks rising)
+    is left out of the medians when there are later rounds, and read apart with ``first()``. Benches whose
+    every round is a fresh process keep it: their cold cost is the in-process first pass, timed on its own."""
     runs: dict = field(default_factory=dict)  # tool -> {round: result dict}
+    skip_first: bool = False
 
     def add(self, tool, round_: int, result: dict) -> None:
         self.runs.setdefault(tool, {})[round_] = result
 
     def values(self, tool, key: str, include_first: bool = False) -> list:
         by_round = self.runs.get(tool, {})
-        keep = [r for r in sorted(by_round) if include_first or r > 0 or len(by_round) == 1]
+        keep = [r for r in sorted(by_round) if include_first or not self.skip_first or r > 0 or len(by_round) == 1]
         return [by_round[r][key] for r in keep if by_round[r].get(key) is not None]
 
     def first(self, tool, key: str):
@@ -259,9 +261,10 @@ class Rounds:
         return [a[r][key] / b[r][key] for r in sorted(set(a) & set(b)) if a[r].get(key) and b[r].get(key)]
 
 
-def run_rounds(tools: list, rounds: int, one: Callable[[object, int], dict], log: Callable[[str], None] | None = print) -> Rounds:
+def run_rounds(tools: list, rounds: int, one: Callable[[object, int], dict], log: Callable[[str], None] | None = print,
+               skip_first: bool = False) -> Rounds:
     """Run ``one(tool, round)`` for every tool in every round, alternating; failures are logged, not fatal."""
-    out = Rounds()
+    out = Rounds(skip_first=skip_first)
     for r, tool in alternate(tools, rounds):
         result = one(tool, r)
         if "error" in result:
@@ -272,6 +275,18 @@ def run_rounds(tools: list, rounds: int, one: Callable[[object, int], dict], log
         if log:
             log(f"<!-- round {r + 1} {tool}: " + ", ".join(f"{k}={v:.3f}" for k, v in result.items() if isinstance(v, float)) + " -->")
     return out
+
+
+def doc_digests(flat, counts):
+    """Per document: (token count, xxh3 of its ids as uint32): what the exactness checks compare."""
+    import numpy as np
+    import xxhash
+
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    hashes = np.fromiter((xxhash.xxh3_64_intdigest(flat[s:e].tobytes()) for s, e in zip(starts.tolist(), ends.tolist())),
+                         dtype=np.uint64, count=len(counts))
+    return np.asarray(counts, dtype=np.int64), hashes
 
 
 def median(runs: list[dict], key: str):

@@ -106,7 +106,7 @@ def tiktoken_encoding(name: str):
 # --- output conversions ------------------------------------------------------------------------------------
 
 
-def _lists(out):
+def from_lists(out):
     import numpy as np
 
     counts = np.fromiter((len(x) for x in out), dtype=np.int64, count=len(out))
@@ -171,10 +171,10 @@ def build(tool: str, encoding: str, threads: int = 1, input_kind: str = "list") 
         return Runner(lambda column, texts: tok.encode_batch(texts), _awkward)
     if tool == "tiktoken":
         enc = tiktoken_encoding(encoding)
-        return Runner(lambda column, texts: enc.encode_ordinary_batch(texts, num_threads=threads), _lists)
+        return Runner(lambda column, texts: enc.encode_ordinary_batch(texts, num_threads=threads), from_lists)
     if tool == "tiktoken-loop":
         enc = tiktoken_encoding(encoding)
-        return Runner(lambda column, texts: [enc.encode_ordinary(t) for t in texts], _lists)
+        return Runner(lambda column, texts: [enc.encode_ordinary(t) for t in texts], from_lists)
     if tool == "hf":
         from tokenizers import Tokenizer
 
@@ -183,7 +183,7 @@ def build(tool: str, encoding: str, threads: int = 1, input_kind: str = "list") 
         tok = Tokenizer.from_file(str(GPT2_JSON))
         tok.encode_special_tokens = True  # "<|endoftext|>" in a document is text, as in encode_ordinary
         return Runner(lambda column, texts: tok.encode_batch(texts, add_special_tokens=False),
-                      lambda out: _lists([e.ids for e in out]))
+                      lambda out: from_lists([e.ids for e in out]))
     if tool == "quicktok-v1":
         import quicktok
 
@@ -200,7 +200,7 @@ def build(tool: str, encoding: str, threads: int = 1, input_kind: str = "list") 
         except Exception as err:
             raise NotInstalled(f"bpe-openai: {encoding}: {str(err)[:100]}") from None  # e.g. it fetches gpt2 online
         enc._runtime.config.chunk_limit = 1 << 40  # its default refuses a document of > 200,000 tokens
-        return Runner(lambda column, texts: enc.encode_ordinary_batch(texts, num_threads=threads), _lists)
+        return Runner(lambda column, texts: enc.encode_ordinary_batch(texts, num_threads=threads), from_lists)
     if tool == "rs-bpe":
         from rs_bpe.bpe import openai
 
@@ -208,9 +208,9 @@ def build(tool: str, encoding: str, threads: int = 1, input_kind: str = "list") 
             raise NotInstalled(f"rs-bpe: no {encoding}")
         tok = getattr(openai, encoding)()
         if threads == 1:
-            return Runner(lambda column, texts: tok.encode_batch(texts)[0], _lists)
+            return Runner(lambda column, texts: tok.encode_batch(texts)[0], from_lists)
         options = openai.ParallelOptions(1, 64, threads)  # (min_batch_size, chunk_size, max_threads)
-        return Runner(lambda column, texts: tok.encode_batch_parallel(texts, options)[0], _lists)
+        return Runner(lambda column, texts: tok.encode_batch_parallel(texts, options)[0], from_lists)
     if tool == "tokie":
         import tokie
 

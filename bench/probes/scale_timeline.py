@@ -1,6 +1,6 @@
 """Where one run of a recipe spends its time: a timeline of its units, per process (docs/scale.md).
 
-    python bench/scale_timeline.py urls|gpt2 [--plan 1core|WxT] [--work /tmp/fastenc-bench-scale]
+    python bench/probes/scale_timeline.py urls|gpt2 [--plan 1core|WxT] [--work /tmp/fastenc-bench-scale]
                                    [--urls ../shared/data/urls/urls.parquet] [--docs ../shared/data/text/docs.parquet]
 
 Runs the recipe once, in this process, over ``bench_scale.py``'s inputs (made first if absent,
@@ -42,11 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _inputs import require  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness and the benches
 from bench_scale import discard  # noqa: E402
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+from harness import SHARED_DATA as SHARED, require  # noqa: E402
 
 _RETURNED_AFTER_S = 3.0  # Linux's free page reporting waits 2 s before handing freed memory back to the host
 

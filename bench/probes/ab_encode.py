@@ -1,6 +1,6 @@
 """Kernel A/B: the working tree's ``encode_text`` against a git revision's, in one process.
 
-    python bench/ab_encode.py BASE_REV [--encoding gpt2] [--rounds 7] [--docs PATH] [--limit N] [--base-tables]
+    python bench/probes/ab_encode.py BASE_REV [--encoding gpt2] [--rounds 7] [--docs PATH] [--limit N] [--base-tables]
                               [--first-rounds N [--fresh-first]]
 
 Why in one process: on a shared or virtual machine, two processes run minutes apart see different
@@ -32,8 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DOCS = REPO.parent / "shared" / "data" / "text" / "docs.parquet"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness and the benches
+from harness import DOCS as DEFAULT_DOCS, REPO  # noqa: E402
 
 
 def export_base(rev: str, into: Path) -> None:

@@ -1,6 +1,6 @@
 """Where one encode pass spends its time, by compiled kernel function (perf sampling, names mapped).
 
-    python bench/prof_kernels.py --docs PATH [--encoding gpt2] [--warm] [--threads 1] [--top 25]
+    python bench/probes/prof_kernels.py --docs PATH [--encoding gpt2] [--warm] [--threads 1] [--top 25]
 
 Numba's JIT code shows in ``perf`` as bare addresses. This script compiles the kernels afresh into a
 throw-away ``NUMBA_CACHE_DIR`` (a cached library keeps no object code to read symbols from: ~1 min on

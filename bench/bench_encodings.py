@@ -29,7 +29,6 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import harness
 import peers

@@ -17,7 +17,6 @@ import hashlib
 import importlib
 import itertools
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 from unittest import mock
 

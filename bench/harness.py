@@ -138,8 +138,9 @@ def reset_peak_rss() -> None:
         pass
 
 
-def peak_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
-    return resource.getrusage(who).ru_maxrss / 1024  # Linux: KiB
+def peak_rss_mb() -> float:
+    """This process's own peak in MB (VmHWM: ru_maxrss would start from the parent's size at fork)."""
+    return rss("VmHWM") / 2**20
 
 
 def cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
@@ -162,7 +163,8 @@ class Fresh:
     """What one fresh process cost and said."""
     wall: float
     cpu: float  # user + system seconds of the child and its own children
-    peak_rss_mb: float  # the child's own peak (wait4's rusage: not inherited from this process)
+    peak_rss_mb: float  # wait4's ru_maxrss: the child's peak, or this process's size at fork if larger (Linux
+    # carries it across exec); a worker that must report its own peak reads harness.peak_rss_mb() itself
     returncode: int
     stdout: str
     stderr: str

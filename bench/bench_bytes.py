@@ -14,7 +14,7 @@ sides read the same parquet column and write the same number of bytes:
 - recipe-warm: the same, in a process where the Numba kernels were already loaded (the
   steady state of a long run; ``recipe`` includes loading Numba and the cached kernels, ~0.5-1 s).
 
-Each measurement runs in its own subprocess (so each gets its own peak RSS, ``ru_maxrss``), the
+Each measurement runs in its own subprocess (so each gets its own peak RSS, VmHWM), the
 three alternate ``--rounds`` times (harness.alternate: the order reversed every other round), and the medians are printed. MB/s are MB of source text
 (10^6 bytes) per second of the timed work (imports excluded, except Numba's for ``recipe``);
 "process" is the whole subprocess wall time, interpreter start-up included. "cpu s" is the user +

@@ -162,9 +162,8 @@ def timed(fn: Callable, *a):
 class Fresh:
     """What one fresh process cost and said."""
     wall: float
-    cpu: float  # user + system seconds of the child and its own children
-    peak_rss_mb: float  # wait4's ru_maxrss: the child's peak, or this process's size at fork if larger (Linux
-    # carries it across exec); a worker that must report its own peak reads harness.peak_rss_mb() itself
+    cpu: float  # user + system seconds of the process and the children it waited for
+    peak_rss_mb: float  # its own peak resident set (see run_fresh: not the bench's size)
     returncode: int
     stdout: str
     stderr: str
@@ -181,32 +180,45 @@ class Fresh:
             return {"error": f"no JSON on the last stdout line: {lines[-1] if lines else '(empty)'}"}
 
 
+# A small process between the bench and the command: Linux carries a process's peak RSS across fork and exec, so
+# a command started straight from a bench holding a corpus would report the bench's size; started from this one
+# it starts from ~10 MB. It times the command, reaps it with wait4 and writes the figures to the fd it is given.
+_LAUNCHER = """
+import json, os, subprocess, sys, time
+fd, cmd = int(sys.argv[1]), sys.argv[2:]
+t = time.perf_counter()
+p = subprocess.Popen(cmd)
+_, status, ru = os.wait4(p.pid, 0)
+wall = time.perf_counter() - t
+rc = os.waitstatus_to_exitcode(status)
+os.write(fd, json.dumps([wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, rc]).encode())
+sys.exit(rc if rc >= 0 else 128 - rc)
+"""
+
+
 def run_fresh(cmd: list[str], env: dict | None = None, cwd: Path | str | None = None, timeout: float | None = None) -> Fresh:
-    """Run ``cmd`` in a new process: wall clock, and its own CPU time and peak RSS from wait4 (RUSAGE_CHILDREN
-    would sum every child so far and keep the largest peak of any)."""
+    """Run ``cmd`` in a new process: its wall clock, CPU time (user + system, its threads and the children it
+    waited for) and peak RSS, from wait4 in a small launcher (so the peak is the command's, not this process's)."""
     import threading
 
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    got: dict = {}
-    readers = [threading.Thread(target=lambda k=k, s=s: got.__setitem__(k, s.read())) for k, s in
-               (("out", proc.stdout), ("err", proc.stderr))]  # both pipes drained, or a chatty child blocks
-    for t in readers:
-        t.start()
-    killer = threading.Timer(timeout, proc.kill) if timeout else None
+    rfd, wfd = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(wfd), *cmd], env=env, cwd=cwd, pass_fds=(wfd,),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    os.close(wfd)
+    killer = threading.Timer(timeout, lambda: os.killpg(proc.pid, 9)) if timeout else None
     if killer:
         killer.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    if killer:
-        killer.cancel()
-    for t in readers:
-        t.join()
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
-    proc.stdout.close()
-    proc.stderr.close()
-    return Fresh(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode, got.get("out", ""),
-                 got.get("err", ""))
+    try:
+        out, err = proc.communicate()
+    finally:
+        if killer:
+            killer.cancel()
+    with os.fdopen(rfd, "rb") as f:
+        got = f.read()
+    if not got:  # the launcher itself died (killed at the timeout): no figures
+        return Fresh(float("nan"), float("nan"), float("nan"), proc.returncode or -9, out, err)
+    wall, cpu, peak, rc = json.loads(got)
+    return Fresh(wall, cpu, peak, rc, out, err)
 
 
 def spawn_json(cmd: list[str], env: dict | None = None, cwd: Path | str | None = None) -> dict:
@@ -373,7 +385,7 @@ def out_md(path: Path | None):
 
 
 def add_common_flags(parser: argparse.ArgumentParser, *, corpus: Path | None = DOCS, corpus_aliases: Iterable[str] = (),
-                     corpus_nargs: str | None = None, rounds: int = 3, rounds_aliases: Iterable[str] = (),
+                     corpus_nargs: str | None = None, rounds: int | None = 3, rounds_aliases: Iterable[str] = (),
                      threads: str | None = "1,2", tools: list[str] | None = None, mb: float | None = None,
                      passes: int | None = None, passes_aliases: Iterable[str] = ()) -> argparse.ArgumentParser:
     """The flags every bench shares, with one meaning each (bench/README.md):
@@ -394,8 +406,9 @@ def add_common_flags(parser: argparse.ArgumentParser, *, corpus: Path | None = D
         parser.add_argument("--corpus", *corpus_aliases, dest="corpus", type=Path, default=default,
                             help=f"the parquet file to read (default: {corpus})", **kw)
     parser.add_argument("--mb", type=float, default=mb, help="only the first documents up to this many MB of text")
-    parser.add_argument("--rounds", *rounds_aliases, dest="rounds", type=int, default=rounds,
-                        help="fresh processes per tool, alternating; medians over rounds")
+    if rounds is not None:
+        parser.add_argument("--rounds", *rounds_aliases, dest="rounds", type=int, default=rounds,
+                            help="fresh processes per tool, alternating; medians over rounds")
     if passes is not None:
         parser.add_argument("--passes", *passes_aliases, dest="passes", type=int, default=passes,
                             help="warm passes within one process (median)")

@@ -66,7 +66,7 @@ def worker(args) -> None:
                       "first_sys_s": r1.ru_stime - r0.ru_stime, "first_faults": r1.ru_minflt - r0.ru_minflt}))
 
 
-def _spawn(tool: str, name: str, threads: int, args) -> dict:
+def _run_worker(tool: str, name: str, threads: int, args) -> dict:
     cmd = [sys.executable, __file__, "--worker", tool, "--encoding", name, "--threads", str(threads),
            "--passes", str(args.passes), "--corpus", str(args.corpus)]
     return harness.spawn_json(cmd, env=harness.thread_env(threads, numba_threads=max(threads, 2)))
@@ -103,7 +103,7 @@ def main() -> None:
                 peers.tiktoken_encoding(name).encode_ordinary_batch(texts, num_threads=2)))[1].tolist()
             for t in threads:
                 def one(tool, rnd, t=t):
-                    r = _spawn(tool, name, t, args)
+                    r = _run_worker(tool, name, t, args)
                     if "error" not in r:
                         r["differ"] = sum(a != b for a, b in zip(r.pop("digests"), want))
                         print(f"<!-- {name} {tool} {t}T round {rnd + 1}: first {mb / r['first_s']:.1f} MB/s (system "

@@ -206,7 +206,7 @@ def worker(args) -> None:
 # --- main side ------------------------------------------------------------------------------------------
 
 
-def _spawn(tool: str, threads: int, regime: str, args, digest_file: Path) -> dict:
+def _run_worker(tool: str, threads: int, regime: str, args, digest_file: Path) -> dict:
     cmd = [sys.executable, __file__, "--worker", tool, "--threads", str(threads), "--passes", str(args.passes),
            "--regime", regime, "--corpus-file", str(args.corpus_file), "--digest-file", str(digest_file), "--input", args.input]
     if tool == "hf-batch":
@@ -389,7 +389,7 @@ def run(args, tools: list[str], threads: list[int], tmp: Path) -> None:
                 group = [p for p in pairs if p[1] == t]
                 for tool, _ in group if round_ % 2 == 0 else group[::-1]:
                     digest = tmp / f"{tool}-{t}-{regime}.npy"
-                    r = _spawn(tool, t, regime, args, digest)
+                    r = _run_worker(tool, t, regime, args, digest)
                     if "error" in r:
                         failed.append(f"{tool} {t}T {regime} round {round_ + 1}: {r['error']}")
                         print(f"<!-- FAILED {failed[-1]} -->", flush=True)

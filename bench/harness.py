@@ -405,7 +405,8 @@ def add_common_flags(parser: argparse.ArgumentParser, *, corpus: Path | None = D
         default = corpus if corpus_nargs is None or corpus is None else [corpus]
         parser.add_argument("--corpus", *corpus_aliases, dest="corpus", type=Path, default=default,
                             help=f"the parquet file to read (default: {corpus})", **kw)
-    parser.add_argument("--mb", type=float, default=mb, help="only the first documents up to this many MB of text")
+    if corpus is not None or corpus_aliases:  # --mb cuts the corpus: only where there is one
+        parser.add_argument("--mb", type=float, default=mb, help="only the first documents up to this many MB of text")
     if rounds is not None:
         parser.add_argument("--rounds", *rounds_aliases, dest="rounds", type=int, default=rounds,
                             help="fresh processes per tool, alternating; medians over rounds")

@@ -1,7 +1,7 @@
 """Per-call cost and list[str] input, in one process: the working tree's fastenc, a git revision's
 (``fastenc_base``, exported as in ``ab_encode.py``), gigatoken and tiktoken, alternating.
 
-    python bench/probes/ab_percall.py BASE_REV [--rounds 5] [--chars 500] [--docs PATH] [--corpus heldout|docs]
+    python bench/probes/ab_percall.py BASE_REV [--rounds 5] [--chars 500] [--corpus PATH] [--select heldout|docs]
                                [--cells hello,docs,batch1,batch16,batch256,batch4096,list,arrow,convert,join]
 
 Why one process: on a shared machine, processes minutes apart see different neighbours; here every
@@ -76,13 +76,13 @@ def main() -> None:
     parser.add_argument("base", help="git revision to compare the working tree with")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--chars", type=int, default=500)
-    parser.add_argument("--docs", type=Path, default=DEFAULT_DOCS)
-    parser.add_argument("--corpus", choices=["heldout", "docs"], default="heldout")
+    parser.add_argument("--corpus", "--docs", dest="docs", type=Path, default=DEFAULT_DOCS)
+    parser.add_argument("--select", choices=["heldout", "docs"], default="heldout", help="which documents (bench_gpt2's rule)")
     parser.add_argument("--cells", default=",".join(CELLS))
     args = parser.parse_args()
     cells = [c for c in args.cells.split(",") if c]
     if not args.docs.exists():
-        raise SystemExit(f"ab_percall: {args.docs} not found; pass --docs PATH to a parquet file with a 'text' column")
+        raise SystemExit(f"ab_percall: {args.docs} not found; pass --corpus PATH to a parquet file with a 'text' column")
 
     import numpy as np
     import pyarrow as pa
@@ -93,7 +93,7 @@ def main() -> None:
     table = pq.read_table(args.docs)
     texts = table.column("text").to_pylist()
     ids = table.column("id").to_pylist() if "id" in table.column_names else None
-    idx, how = _select(texts, args.corpus, ids)
+    idx, how = _select(texts, args.select, ids)
     texts = [texts[i] for i in idx]
     column = pa.array(texts, type=pa.large_string())
     short = [t[: args.chars] for t in texts if len(t) >= args.chars]

@@ -2,7 +2,7 @@
 corpus, one call per piece, with the pair table fastenc builds (each token's last merge) against
 one of every split of every token (what it built before 2026-12-04; the same ids).
 
-    python bench/probes/merge_tables.py [--encoding o200k_base] [--docs ../shared/data/text/docs.parquet] [--rounds 6]
+    python bench/probes/merge_tables.py [--encoding o200k_base] [--corpus ../shared/data/text/docs.parquet] [--rounds 6]
 
 A first pass merges each distinct piece once (840k of them in docs.parquet with o200k_base), so
 this is the part of a first pass that the tables decide. The pieces come from fastenc's own
@@ -79,10 +79,10 @@ def distinct_pieces(enc, docs: Path):
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--encoding", default="o200k_base")
-    p.add_argument("--docs", type=Path, default=DEFAULT_DOCS)
+    p.add_argument("--corpus", "--docs", dest="docs", type=Path, default=DEFAULT_DOCS)
     p.add_argument("--rounds", type=int, default=6)
     args = p.parse_args()
-    require([args.docs], "--docs")
+    require([args.docs], "--corpus")
     from numba import njit
 
     import fastenc

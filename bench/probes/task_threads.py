@@ -42,10 +42,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", "--repeat", dest="rounds", type=int, default=5, help="alternating rounds (medians)")
-    ap.add_argument("--docs", type=Path, default=SHARED / "text" / "docs.parquet")
+    ap.add_argument("--corpus", "--docs", dest="docs", type=Path, default=SHARED / "text" / "docs.parquet")
     ap.add_argument("--urls", type=Path, default=SHARED / "urls" / "urls.parquet")
     args = ap.parse_args()
-    require([args.docs, args.urls], "--docs/--urls")
+    require([args.docs, args.urls], "--corpus/--urls")
 
     import numba
     import numpy as np

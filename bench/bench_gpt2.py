@@ -224,10 +224,6 @@ def _check_setup(args, tools: list[str]) -> None:
             importlib.import_module(pkg)
         except ImportError:
             raise Missing(f"missing Python package {pkg!r}: install the bench extra, pip install -e '.[bench]'") from None
-    for tool in tools:
-        why = peers.missing(tool)
-        if why:
-            raise Missing(why)
     if not args.shared.is_dir():
         raise Missing(f"missing the shared data folder {args.shared} (corpora and tiktoken's offline files, beside the "
                       "checkout); pass --shared DIR")
@@ -349,7 +345,7 @@ def main() -> None:
         args.threads = int(args.threads)
         return worker(args)
     args.docs = args.docs or args.shared / DOCS_IN_SHARED
-    tools = [t for t in args.tools.split(",") if t]
+    tools, args.skipped = peers.usable([t for t in args.tools.split(",") if t])  # an absent peer: a line, not a stop
     try:
         threads = sorted({int(t) for t in args.threads.split(",") if t})
     except ValueError:
@@ -368,6 +364,8 @@ def run(args, tools: list[str], threads: list[int], tmp: Path) -> None:
     _check_setup(args, tools)
     corpus = _prepare_corpus(args, tmp)
     print(harness.machine_header("GPT-2 encode core (`bench/bench_gpt2.py`)", ("numba", "gigatoken", "tiktoken", "tokenizers", "tokie")))
+    for line in args.skipped:
+        print(f"- skipped: {line}")
     print(f"- **Corpus:** `{args.docs}`, {corpus['how']}: {len(corpus['texts'])} documents, {corpus['mb']:.1f} MB of UTF-8 "
           f"(unseen regime: timed on the {len(corpus['texts']) // 2} odd documents, {corpus['odd_mb']:.1f} MB)")
     print(f"- **Input:** fastenc.encode_batch gets {'a list of str' if args.input == 'list' else 'the Arrow column'}; "
@@ -531,7 +529,7 @@ def _rss_line(rs: list[dict]) -> str:
 
 # --- per-call mode ----------------------------------------------------------------------------------------
 
-PER_CALL_TOOLS = ("fastenc", "gigatoken", "tiktoken")
+PER_CALL_TOOLS = ("fastenc", "gigatoken", "tiktoken", "tokie")
 HELLO = "hello world"
 
 
@@ -612,6 +610,8 @@ def run_per_call(args, tools: list[str], tmp: Path) -> None:
     want_digest = xxhash.xxh3_64_hexdigest(np.concatenate([np.asarray(x, dtype=np.uint32) for x in want] + [
         np.asarray([len(x) for x in want], dtype=np.uint32)]).tobytes())
     print(harness.machine_header("GPT-2 per-call cost (`bench/bench_gpt2.py --per-call`)", ("numba", "gigatoken", "tiktoken", "tokie")))
+    for line in args.skipped:
+        print(f"- skipped: {line}")
     print(f"- **Short documents:** the first {args.chars} characters of each document of `{args.docs}` ({corpus['how']}) "
           f"with at least that many: {len(docs)} documents, {mean_bytes:.0f} bytes of UTF-8 on average")
     print(f"- **Method:** {args.rounds} rounds, each tool in a fresh process per round, tools alternating (order reversed "

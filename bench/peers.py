@@ -63,6 +63,8 @@ def usable(tools: list[str]) -> tuple[list[str], list[str]]:
     """(the tools that can be built, one skip line per other)."""
     ok, skipped = [], []
     for t in tools:
+        if canonical(t) not in PACKAGES:  # a typo is an error, not a skip
+            raise SystemExit(f"unknown tool {t!r} (choose from {', '.join(TOOLS)})")
         why = missing(t)
         (skipped.append(why) if why else ok.append(t))
     return ok, skipped

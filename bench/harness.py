@@ -331,11 +331,11 @@ def md_table(headers: list[str], rows: Iterable[list], align: str | None = None)
 def ratio_table(rounds: Rounds, tools: list, baseline, keys: dict[str, str], unit: Callable[[float], str] | None = None) -> str:
     """One row per tool: each key's median (through ``unit``), and each tool's time over the baseline's
     (above 1: the baseline is faster) with the per-round ratios in brackets. ``keys``: column name -> result
-    key holding a time. The first round, when there are more, shows in its own "first" column."""
+    key holding a time. With ``rounds.skip_first`` the first round, left out of the medians, has its own column."""
     unit = unit or (lambda s: f"{s:.3f} s")
     headers = ["tool"]
     for name in keys:
-        headers += [name, f"{name} / {baseline}"]
+        headers += [name, f"{name} / {baseline}"] + ([f"{name}, first round"] if rounds.skip_first else [])
     rows = []
     for tool in tools:
         if tool not in rounds.runs:
@@ -349,6 +349,9 @@ def ratio_table(rounds: Rounds, tools: list, baseline, keys: dict[str, str], uni
             else:
                 per = ", ".join(f"{x:.2f}" for x in rounds.per_round_ratios(tool, baseline, key))
                 row.append(f"**{ratio(m, b)}**" + (f" ({per})" if per else ""))
+            if rounds.skip_first:
+                first = rounds.first(tool, key)
+                row.append(unit(first) if first else "–")
         rows.append(row)
     return md_table(headers, rows)
 

@@ -39,7 +39,8 @@ Selections (--select; the old spelling --corpus heldout still works): "heldout" 
 (HELDOUT_RULE): text the kernels were not tuned on; "docs" the documents as given; "reverse" the same
 documents in reverse order (a different first pass and different even/odd halves); "cjk" only documents
 whose text is mostly CJK, Thai or Japanese (see CJK_RULE). --corpus PATH (old name --docs) takes any parquet
-file with a `text` column (and an `id` column for "heldout"; without one, the row number is hashed).
+file with a `text` column (and an `id` column for "heldout"; without one, the row number is hashed); --mb N
+keeps its first documents up to N MB before the selection.
 
 Per-call mode (--per-call): what a loop of small calls pays. Short documents are the first --chars
 characters of each corpus document (those with at least that many); cells: encode("hello world"),
@@ -72,7 +73,7 @@ from pathlib import Path
 import harness
 import peers
 from harness import SHARED as DEFAULT_SHARED, mbps as _mbps, median as _median, ratio as _ratio
-from harness import doc_digests as _digests, reset_peak_rss as _reset_peak_rss, rss as _rss, timed as _timed
+from harness import Missing, doc_digests as _digests, reset_peak_rss as _reset_peak_rss, rss as _rss, timed as _timed
 
 DOCS_IN_SHARED = Path("data") / "text" / "docs.parquet"
 GPT2_JSON = peers.GPT2_JSON
@@ -100,10 +101,6 @@ CJK_RULE = (
     f"documents where Han, Hiragana, Katakana, Hangul, Thai or CJK punctuation/full-width characters are at "
     f"least {CJK_SHARE:.0%} of the non-whitespace characters"
 )
-
-
-class Missing(Exception):
-    """Something the bench needs is not there: reported as one line, never a traceback."""
 
 
 # --- worker side: one (tool, threads, regime) in its own process --------------------------------------------

@@ -1,8 +1,9 @@
 """Benchmark: the raw-bytes recipe against the floor of the same work, on the same input, in one run.
 
-    python bench/bench_bytes.py [--input docs.parquet] [--repeat 5] [--reps 3]
+    python bench/bench_bytes.py [--corpus docs.parquet] [--mb N] [--copies 5] [--rounds 3] [--out-md F]
 
-The input is ``--input`` listed ``--repeat`` times (5 x docs.parquet = 484 MB of text), so both
+(Old names still read: --input for --corpus, --repeat for --copies, --reps for --rounds.)
+The input is ``--corpus`` listed ``--copies`` times (5 x docs.parquet = 484 MB of text), so both
 sides read the same parquet column and write the same number of bytes:
 
 - floor:  pyarrow ``ParquetFile.iter_batches`` over the text column (the same batch sizes as the
@@ -13,8 +14,8 @@ sides read the same parquet column and write the same number of bytes:
 - recipe-warm: the same, in a process where the Numba kernels were already loaded (the
   steady state of a long run; ``recipe`` includes loading Numba and the cached kernels, ~0.5-1 s).
 
-Each measurement runs in its own subprocess (so each gets its own peak RSS, ``ru_maxrss``), the
-three alternate ``--reps`` times, and the medians are printed. MB/s are MB of source text
+Each measurement runs in its own subprocess (so each gets its own peak RSS, VmHWM), the
+three alternate ``--rounds`` times (harness.alternate: the order reversed every other round), and the medians are printed. MB/s are MB of source text
 (10^6 bytes) per second of the timed work (imports excluded, except Numba's for ``recipe``);
 "process" is the whole subprocess wall time, interpreter start-up included. "cpu s" is the user +
 system CPU time of the timed work (getrusage): on a shared machine it is less disturbed by other
@@ -25,27 +26,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from _inputs import require  # noqa: E402  (bench/ is on sys.path when a bench runs)
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_INPUT = ROOT.parent / "shared" / "data" / "text" / "docs.parquet"
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-
-
-def _cpu_seconds() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+import harness
+from harness import REPO as ROOT, cpu_seconds as _cpu_seconds, peak_rss_mb as _peak_rss_mb, require
 
 
 def child_floor(paths: list[str], column: str, out_dir: Path, batch_bytes: int) -> dict:
@@ -98,55 +87,62 @@ def child_recipe(paths: list[str], column: str, out_dir: Path, batch_bytes: int,
 def run_child(kind: str, args) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"bench-bytes-{kind}-", dir=args.tmp))
     cmd = [sys.executable, __file__, "--child", kind, "--tmp", str(work), "--column", args.column,
-           "--batch-bytes", str(args.batch_bytes), "--input", *([str(args.input)] * args.repeat)]
-    t0 = time.perf_counter()
+           "--batch-bytes", str(args.batch_bytes), "--corpus", *([str(args.corpus)] * args.copies)]
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        r = harness.run_fresh(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if r.returncode:
         raise SystemExit(f"{kind} failed:\n{r.stderr}")
-    res = json.loads(r.stdout.strip().splitlines()[-1])
-    res["process_seconds"] = time.perf_counter() - t0
+    res = r.json()
+    res["process_seconds"] = r.wall
     return res
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--input", nargs="+", default=[str(DEFAULT_INPUT)])
-    ap.add_argument("--repeat", type=int, default=5, help="list the input this many times (default 5: ~484 MB of text)")
-    ap.add_argument("--reps", type=int, default=3, help="alternating repetitions; medians are reported")
+    harness.add_common_flags(ap, corpus_aliases=["--input"], corpus_nargs="+", rounds_aliases=["--reps"], threads=None)
+    ap.add_argument("--copies", "--repeat", dest="copies", type=int, default=5,
+                    help="list the input this many times (default 5: ~484 MB of text)")
     ap.add_argument("--column", default="text")
     ap.add_argument("--batch-bytes", type=int, default=16 << 20)
     ap.add_argument("--tmp", default=None, help="scratch directory for outputs (default: the system's)")
     ap.add_argument("--child", choices=["floor", "recipe", "recipe-warm"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if not args.child:
-        require(args.input, "--input")
+        require(args.corpus, "--corpus")
 
     if args.child:
         out = Path(args.tmp)
         if args.child == "floor":
-            res = child_floor(args.input, args.column, out, args.batch_bytes)
+            res = child_floor(args.corpus, args.column, out, args.batch_bytes)
         else:
-            res = child_recipe(args.input, args.column, out, args.batch_bytes, warm=args.child == "recipe-warm")
+            res = child_recipe(args.corpus, args.column, out, args.batch_bytes, warm=args.child == "recipe-warm")
         res["peak_rss_mb"] = _peak_rss_mb()
         print(json.dumps(res))
         return
 
-    if len(args.input) != 1:
-        raise SystemExit("give one --input (it is listed --repeat times)")
-    args.input = args.input[0]
+    if len(args.corpus) != 1:
+        raise SystemExit("give one --corpus (it is listed --copies times)")
+    scratch = Path(tempfile.mkdtemp(prefix="bench-bytes-", dir=args.tmp))
+    try:
+        args.corpus = harness.corpus_slice(args.corpus[0], args.mb, scratch)
+        with harness.out_md(args.out_md):
+            report(args)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def report(args) -> None:
     kinds = ["floor", "recipe", "recipe-warm"]
     runs = {k: [] for k in kinds}
     run_child("recipe", args)  # warm the page cache and the Numba on-disk cache (not counted)
-    for rep in range(args.reps):
-        for k in kinds:
-            res = run_child(k, args)
-            runs[k].append(res)
-            mbps = res["text_bytes"] / res["seconds"] / 1e6
-            print(f"  rep {rep}: {k:12s} {res['seconds']:6.2f} s  {mbps:7.1f} MB/s  cpu {res['cpu_seconds']:5.2f} s  process {res['process_seconds']:5.2f} s  "
-                  f"peak RSS {res['peak_rss_mb']:6.0f} MB", file=sys.stderr)
+    for rep, k in harness.alternate(kinds, args.rounds):
+        res = run_child(k, args)
+        runs[k].append(res)
+        mbps = res["text_bytes"] / res["seconds"] / 1e6
+        print(f"  round {rep + 1}: {k:12s} {res['seconds']:6.2f} s  {mbps:7.1f} MB/s  cpu {res['cpu_seconds']:5.2f} s  "
+              f"process {res['process_seconds']:5.2f} s  peak RSS {res['peak_rss_mb']:6.0f} MB", file=sys.stderr)
     text = runs["floor"][0]["text_bytes"]
     assert all(r["text_bytes"] == text for rs in runs.values() for r in rs)
     assert all(r["written"] == runs["floor"][0]["written"] for rs in runs.values() for r in rs), "different byte counts written"
@@ -154,12 +150,14 @@ def main() -> None:
     proc = {k: statistics.median(r["process_seconds"] for r in rs) for k, rs in runs.items()}
     cpu = {k: statistics.median(r["cpu_seconds"] for r in rs) for k, rs in runs.items()}
     rss = {k: max(r["peak_rss_mb"] for r in rs) for k, rs in runs.items()}
-    print(f"input: {args.input} x {args.repeat} = {text / 1e6:.1f} MB of text, {runs['floor'][0]['documents']:,} documents; "
-          f"{args.reps} alternating reps, medians; batch {args.batch_bytes >> 20} MiB")
-    print(f"{'':12s} {'seconds':>8s} {'MB/s':>8s} {'x floor':>8s} {'cpu s':>7s} {'x floor':>8s} {'process s':>10s} {'peak RSS MB':>12s}")
-    for k in kinds:
-        print(f"{k:12s} {med[k]:8.2f} {text / med[k] / 1e6:8.1f} {med['floor'] / med[k]:8.2f} {cpu[k]:7.2f} "
-              f"{cpu['floor'] / cpu[k]:8.2f} {proc[k]:10.2f} {rss[k]:12.0f}")
+    print(harness.machine_header("Raw bytes recipe vs the pyarrow floor (`bench/bench_bytes.py`)", ("numba", "pyarrow")))
+    print(f"- **Input:** `{args.corpus}` x {args.copies} = {text / 1e6:.1f} MB of text, {runs['floor'][0]['documents']:,} "
+          f"documents; {args.rounds} alternating rounds, medians; batch {args.batch_bytes >> 20} MiB\n")
+    print(harness.md_table(["side", "seconds", "MB/s", "floor / side (time)", "cpu s", "floor / side (cpu)", "process s",
+                            "peak RSS MB"],
+                           [[k, f"{med[k]:.2f}", f"{text / med[k] / 1e6:.1f}", f"{med['floor'] / med[k]:.2f}", f"{cpu[k]:.2f}",
+                             f"{cpu['floor'] / cpu[k]:.2f}", f"{proc[k]:.2f}", f"{rss[k]:.0f}"] for k in kinds]))
+    print(harness.footer())
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """GPT-2 encode speed: fastenc against gigatoken, tiktoken and HF tokenizers, on the same documents, in one run.
 
-    python bench/bench_gpt2.py [--docs PATH] [--corpus {heldout,docs,reverse,cjk}] [--input {list,arrow}]
-                               [--rounds 3] [--repeat 3] [--tools fastenc,gigatoken,...] [--threads 1,2] [--hf-docs 300]
-    python bench/bench_gpt2.py --per-call [--corpus ...] [--rounds 5] [--chars 500]
+    python bench/bench_gpt2.py [--corpus PATH] [--mb N] [--select {heldout,docs,reverse,cjk}] [--input {list,arrow}]
+                               [--rounds 3] [--passes 3] [--tools fastenc,gigatoken,...] [--threads 1,2] [--hf-docs 300]
+    python bench/bench_gpt2.py --per-call [--select ...] [--rounds 5] [--chars 500]
 
 One command runs everything and prints Markdown that pastes into bench/RESULTS.md: the CPU model, date,
 load average and exact command first, then the tables.
@@ -10,7 +10,7 @@ load average and exact command first, then the tables.
 Regimes (fastenc and gigatoken keep per-thread caches, so one number per tool would mislead):
   first   one pass over all documents with empty caches, after each tool's one-off start-up (loading
           kernels, building its tables, spawning its thread pool) has been spent on one document;
-  warm    the median of --repeat further passes over the same documents in the same process;
+  warm    the median of --passes further passes over the same documents in the same process;
   unseen  a fresh process encodes the even-numbered documents untimed, then is timed on the odd ones:
           the steady state of a long run, warm caches but text never seen before.
 Every (tool, threads, regime) runs in its own subprocess (the Rust peers size their thread pools once per
@@ -25,7 +25,7 @@ str; fastenc takes what --input says, a list of str (the default: what users hol
 zero-copy). HF tokenizers (~1.5 MB/s on this corpus) is timed on the first
 --hf-docs documents only, which the output states.
 
-Exactness: tiktoken's encode_ordinary (from ../shared/data via its make_cache.py, offline) is the oracle.
+Exactness: tiktoken's encode_ordinary (built offline from ../shared/data/gpt2 by bench/peers.py) is the oracle.
 Every run hashes each document's ids (outside the timing) and counts the documents that differ from the
 oracle (gigatoken reads a literal "<|endoftext|>" in the text as the special token: those documents are
 reported, not hidden), and each tool's total token count is printed.
@@ -35,11 +35,12 @@ to its resident size with only the corpus loaded; for fastenc also the piece cac
 from Encoder._task_caches(): reserved, and 4 KiB pages actually holding entries; the threads of a batch share
 task 0's tiny, short and long caches).
 
-Corpora (--corpus): "heldout" (the default) the documents whose id hashes into the last fifth
+Selections (--select; the old spelling --corpus heldout still works): "heldout" (the default) the documents whose id hashes into the last fifth
 (HELDOUT_RULE): text the kernels were not tuned on; "docs" the documents as given; "reverse" the same
 documents in reverse order (a different first pass and different even/odd halves); "cjk" only documents
-whose text is mostly CJK, Thai or Japanese (see CJK_RULE). --docs PATH takes any parquet file with a `text`
-column (and an `id` column for "heldout"; without one, the row number is hashed).
+whose text is mostly CJK, Thai or Japanese (see CJK_RULE). --corpus PATH (old name --docs) takes any parquet
+file with a `text` column (and an `id` column for "heldout"; without one, the row number is hashed); --mb N
+keeps its first documents up to N MB before the selection.
 
 Per-call mode (--per-call): what a loop of small calls pays. Short documents are the first --chars
 characters of each corpus document (those with at least that many); cells: encode("hello world"),
@@ -47,22 +48,21 @@ encode() of each short document, and encode_batch of 1, 16, 256 and 4096 short d
 per loop, repeated where the corpus has fewer; fastenc
 encode_batch on a list of str, gigatoken encode_batch, tiktoken encode_ordinary / encode_ordinary_batch). Each
 tool runs in its own process per round, tools alternating (order reversed every other round), each cell the
-best of --repeat timed loops of at least ~0.2 s; figures are medians over rounds, with ratios against
+best of --passes timed loops of at least ~0.2 s; figures are medians over rounds, with ratios against
 fastenc from the same rounds. Exactness: each tool's ids of the short documents are hashed and compared with
 tiktoken's.
 
+The tools are built by bench/peers.py; the figures, header and tables come from bench/harness.py.
 Needs the bench extra: pip install -e '.[bench]'.
 """
 from __future__ import annotations
 
 import argparse
-import datetime
 import importlib
 import itertools
 import json
 import os
 import re
-import shlex
 import statistics
 import subprocess
 import sys
@@ -70,15 +70,18 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_SHARED = REPO.parent / "shared"
+import harness
+import peers
+from harness import SHARED as DEFAULT_SHARED, mbps as _mbps, median as _median, ratio as _ratio
+from harness import Missing, doc_digests as _digests, reset_peak_rss as _reset_peak_rss, rss as _rss, timed as _timed
+
 DOCS_IN_SHARED = Path("data") / "text" / "docs.parquet"
-GPT2_JSON = REPO / "vocab" / "gpt2" / "tokenizer.json"
-TOOLS = ["fastenc", "gigatoken", "tiktoken-loop", "tiktoken-batch", "hf-batch"]
-SINGLE_THREADED = {"tiktoken-loop"}  # a Python loop runs on one thread by construction
+GPT2_JSON = peers.GPT2_JSON
+TOOLS = ["fastenc", "gigatoken", "tiktoken-loop", "tiktoken-batch", "hf-batch", "tokie"]
+SINGLE_THREADED = peers.SINGLE_THREADED
 REGIMES = ["first", "warm", "unseen"]
+SELECTIONS = ["heldout", "docs", "reverse", "cjk"]
 EOT = "<|endoftext|>"
-PACKAGES = {"fastenc": ["numba"], "gigatoken": ["gigatoken"], "tiktoken-loop": [], "tiktoken-batch": [], "hf-batch": ["tokenizers"]}
 
 # Thai; Hangul jamo, compatibility jamo and syllables; CJK punctuation, Hiragana, Katakana; Han (extension A,
 # the main block, compatibility ideographs, the supplementary planes); half-width and full-width forms.
@@ -100,107 +103,17 @@ CJK_RULE = (
 )
 
 
-class Missing(Exception):
-    """Something the bench needs is not there: reported as one line, never a traceback."""
-
-
 # --- worker side: one (tool, threads, regime) in its own process --------------------------------------------
 
 
 def _tiktoken_gpt2():
-    import tiktoken  # TIKTOKEN_CACHE_DIR was filled from ../shared by make_cache.py
-
-    return tiktoken.get_encoding("gpt2")
+    return peers.tiktoken_encoding("gpt2")  # offline, from ../shared/data/gpt2
 
 
 def _make_runner(tool: str, threads: int, input_kind: str = "arrow"):
-    """(encode, flatten): encode(column, texts) -> the tool's own output, the only call timed;
-    flatten(output) -> (flat ids as uint32, per-document counts), for the exactness check."""
-    import numpy as np
-
-    def lists(out):
-        counts = np.fromiter((len(x) for x in out), dtype=np.int64, count=len(out))
-        flat = np.fromiter(itertools.chain.from_iterable(out), dtype=np.uint32, count=int(counts.sum()))
-        return flat, counts
-
-    if tool == "fastenc":
-        import numba
-
-        import fastenc
-
-        numba.set_num_threads(threads)
-        enc = fastenc.load("gpt2")
-        if input_kind == "list":
-            return (lambda column, texts: enc.encode_batch(texts)), (lambda out: (out[0].astype(np.uint32), np.diff(out[1])))
-        return (lambda column, texts: enc.encode_batch(column)), (lambda out: (out[0].astype(np.uint32), np.diff(out[1])))
-    if tool == "gigatoken":
-        import awkward as ak
-        import gigatoken
-
-        tok = gigatoken.Tokenizer(str(GPT2_JSON))
-        parallel = threads > 1
-        return (lambda column, texts: tok.encode_batch(texts, parallel=parallel)), (
-            lambda out: (np.asarray(ak.flatten(out, axis=1), dtype=np.uint32), np.asarray(ak.num(out, axis=1), dtype=np.int64))
-        )
-    if tool == "tiktoken-loop":
-        enc = _tiktoken_gpt2()
-        return (lambda column, texts: [enc.encode_ordinary(t) for t in texts]), lists
-    if tool == "tiktoken-batch":
-        enc = _tiktoken_gpt2()
-        return (lambda column, texts: enc.encode_ordinary_batch(texts, num_threads=threads)), lists
-    if tool == "hf-batch":
-        from tokenizers import Tokenizer
-
-        tok = Tokenizer.from_file(str(GPT2_JSON))
-        tok.encode_special_tokens = True  # "<|endoftext|>" in a document is text, as in encode_ordinary
-        return (lambda column, texts: tok.encode_batch(texts, add_special_tokens=False)), (lambda out: lists([e.ids for e in out]))
-    raise SystemExit(f"unknown tool {tool}")
-
-
-def _digests(flat, counts):
-    """Per document: (token count, xxh3 of its ids as uint32)."""
-    import numpy as np
-    import xxhash
-
-    ends = np.cumsum(counts)
-    starts = ends - counts
-    hashes = np.fromiter(
-        (xxhash.xxh3_64_intdigest(flat[s:e].tobytes()) for s, e in zip(starts.tolist(), ends.tolist())),
-        dtype=np.uint64, count=len(counts),
-    )
-    return counts.astype(np.int64), hashes
-
-
-def _timed(fn, *a):
-    cpu, wall = time.process_time(), time.perf_counter()
-    out = fn(*a)
-    return out, time.perf_counter() - wall, time.process_time() - cpu
-
-
-def _rss(field: str = "VmHWM") -> int:
-    """Bytes of this process's resident memory: ``VmHWM`` its peak, ``VmRSS`` now.
-
-    Not ``getrusage().ru_maxrss``: Linux carries the high-water mark across exec, so a worker would report
-    the parent's peak (the main process holding the whole corpus as Python strings) instead of its own.
-    """
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # no /proc: the best there is (kB on Linux)
-
-
-def _reset_peak_rss() -> None:
-    """Restart VmHWM from the current resident size (Linux >= 4.0); where that is refused, the peak
-    simply keeps counting from the process start."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass
+    """(encode, flatten) of bench/peers.py: encode(column, texts) is the only call timed."""
+    runner = peers.build(tool, "gpt2", threads, input_kind)
+    return runner.encode, runner.flat
 
 
 def _fastenc_cache_bytes(threads: int) -> dict:
@@ -266,13 +179,13 @@ def worker(args) -> None:
         counts, hashes = _digests(*flatten(out))
         del out
         walls, cpus, same = [], [], True
-        for i in range(args.repeat):
+        for i in range(args.passes):
             _reset_peak_rss()
             again, wall, cpu = _timed(encode, column, texts)
             peaks.append(_rss("VmHWM"))
             walls.append(wall)
             cpus.append(cpu)
-            if i == args.repeat - 1:  # the warm output must be the cold one, document by document
+            if i == args.passes - 1:  # the warm output must be the cold one, document by document
                 same = bool((_digests(*flatten(again))[1] == hashes).all())
             del again
         result.update(warm_s=statistics.median(walls), warm_cpu=statistics.median(cpus), warm_walls=walls, warm_same=same)
@@ -290,61 +203,20 @@ def worker(args) -> None:
 # --- main side ------------------------------------------------------------------------------------------
 
 
-def _spawn(tool: str, threads: int, regime: str, args, env: dict, digest_file: Path) -> dict:
-    env = dict(env, RAYON_NUM_THREADS=str(threads), NUMBA_NUM_THREADS=str(threads))
-    cmd = [sys.executable, __file__, "--worker", tool, "--threads", str(threads), "--repeat", str(args.repeat),
+def _run_worker(tool: str, threads: int, regime: str, args, digest_file: Path) -> dict:
+    cmd = [sys.executable, __file__, "--worker", tool, "--threads", str(threads), "--passes", str(args.passes),
            "--regime", regime, "--corpus-file", str(args.corpus_file), "--digest-file", str(digest_file), "--input", args.input]
     if tool == "hf-batch":
         cmd += ["--limit", str(args.hf_docs)]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if out.returncode:
-        lines = out.stderr.strip().splitlines()
-        return {"error": lines[-1] if lines else f"exit {out.returncode}"}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return harness.spawn_json(cmd, env=harness.thread_env(threads))
 
 
-def _cpu_model() -> str:
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return "unknown (no lscpu)"
-
-
-def _cpu_flags() -> str:
-    try:
-        flags = next(l for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("flags")).split()
-    except (OSError, StopIteration):
-        return "?"
-    return ", ".join(f for f in ("avx2", "avx512f", "avx512bw", "sse4_2", "bmi2") if f in flags)
-
-
-def _versions() -> str:
-    import importlib.metadata as md
-
-    parts = []
-    try:
-        sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "fastenc"], capture_output=True, text=True).stdout.strip()
-        parts.append(f"fastenc {sha}{' (fastenc/ modified)' if dirty else ''}")
-    except OSError:
-        parts.append("fastenc ?")
-    for pkg in ("gigatoken", "tiktoken", "tokenizers", "numba"):
-        try:
-            parts.append(f"{pkg} {md.version(pkg)}")
-        except md.PackageNotFoundError:
-            pass
-    return ", ".join(parts)
-
-
-def _check_setup(args, tools: list[str]) -> Path:
-    """Everything the run needs, or Missing(one line). Returns the tiktoken cache folder's parent (a temp dir)."""
+def _check_setup(args, tools: list[str]) -> None:
+    """Everything the run needs, or Missing(one line)."""
     for tool in tools:
-        if tool not in TOOLS:
+        if tool not in TOOLS and peers.canonical(tool) not in peers.TOOLS:
             raise Missing(f"unknown tool {tool!r} (choose from {', '.join(TOOLS)})")
-    for pkg in ["pyarrow", "xxhash", "tiktoken", "numpy"] + [p for t in tools for p in PACKAGES[t]] + (["awkward"] if "gigatoken" in tools else []):
+    for pkg in ["pyarrow", "xxhash", "tiktoken", "numpy"] + (["awkward"] if "gigatoken" in tools else []):
         try:
             importlib.import_module(pkg)
         except ImportError:
@@ -352,15 +224,13 @@ def _check_setup(args, tools: list[str]) -> Path:
     if not args.shared.is_dir():
         raise Missing(f"missing the shared data folder {args.shared} (corpora and tiktoken's offline files, beside the "
                       "checkout); pass --shared DIR")
-    make_cache = args.shared / "data" / "tiktoken" / "make_cache.py"
-    for need in (make_cache, args.shared / "data" / "gpt2" / "vocab.bpe", args.shared / "data" / "gpt2" / "encoder.json"):
+    for need in (args.shared / "data" / "gpt2" / "vocab.bpe", args.shared / "data" / "gpt2" / "encoder.json"):
         if not need.is_file():
             raise Missing(f"missing {need} (the shared data beside the checkout, for tiktoken's offline oracle); pass --shared DIR")
     if not args.docs.is_file():
-        raise Missing(f"missing {args.docs} (the corpus); pass --docs PATH to a parquet file with a 'text' column")
+        raise Missing(f"missing {args.docs} (the corpus); pass --corpus PATH to a parquet file with a 'text' column")
     if not GPT2_JSON.is_file():
         raise Missing(f"missing {GPT2_JSON}")
-    return make_cache
 
 
 def heldout(ids) -> list[int]:
@@ -393,6 +263,7 @@ def _prepare_corpus(args, tmp: Path) -> dict:
     import pyarrow.parquet as pq
 
     try:
+        args.docs = harness.corpus_slice(args.docs, args.mb, tmp)  # --mb: only the first documents
         column = pq.read_table(args.docs, columns=["text"]).column("text")
     except (KeyError, pa.ArrowInvalid) as err:
         raise Missing(f"{args.docs}: cannot read a 'text' column ({str(err).splitlines()[0]})") from None
@@ -401,9 +272,9 @@ def _prepare_corpus(args, tmp: Path) -> dict:
         raise Missing(f"{args.docs}: the 'text' column has nulls")
     schema = pq.read_schema(args.docs)
     ids = pq.read_table(args.docs, columns=["id"]).column("id").to_pylist() if "id" in schema.names else None
-    idx, how = _select(texts, args.corpus, ids)
+    idx, how = _select(texts, args.select, ids)
     if len(idx) < 2:
-        raise Missing(f"corpus {args.corpus!r} of {args.docs} has {len(idx)} document(s); the unseen regime needs 2 or more")
+        raise Missing(f"selection {args.select!r} of {args.docs} has {len(idx)} document(s); the unseen regime needs 2 or more")
     chosen = [texts[i] for i in idx]
     args.corpus_file = tmp / "corpus.parquet"
     pq.write_table(pa.table({"text": pa.array(chosen, type=pa.large_string())}), args.corpus_file)
@@ -441,35 +312,17 @@ def _differ(digest_file: Path, oracle) -> list[int]:
     return idx[bad].tolist()
 
 
-def _mbps(mb: float, seconds: float | None) -> str:
-    return f"{mb / seconds:.1f}" if seconds else "–"
-
-
-def _median(runs: list[dict], key: str):
-    vals = [r[key] for r in runs if key in r]
-    return statistics.median(vals) if vals else None
-
-
-def _ratio(a, b) -> str:
-    return f"{a / b:.2f}" if a and b else "–"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--docs", type=Path, help=f"a parquet file with a 'text' column (default: ../shared/{DOCS_IN_SHARED})")
+    harness.add_common_flags(parser, corpus=None, corpus_aliases=["--docs"], tools=TOOLS, passes=3, passes_aliases=["--repeat"])
     parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED, help="the shared data folder (default: ../shared)")
-    parser.add_argument("--corpus", choices=["heldout", "docs", "reverse", "cjk"], default="heldout",
-                        help="heldout (default): the last 20%% of documents by id hash, never tuned on; docs: as given; "
-                             "reverse: in reverse order; cjk: only the mostly CJK/Thai/Japanese documents")
+    parser.add_argument("--select", choices=SELECTIONS, default="heldout",
+                        help="which documents of the corpus: heldout (default), docs (all), reverse, cjk")
     parser.add_argument("--input", choices=["list", "arrow"], default="list",
-                        help="what fastenc.encode_batch gets: a list of str (default, as users call it) or the Arrow column")
+                        help="fastenc's input: a list of str (default, what users hold) or the Arrow column")
     parser.add_argument("--per-call", action="store_true",
-                        help="time small calls instead: encode() of short documents, encode_batch of 1/16/256/4096")
+                        help="time a loop of small calls (encode, encode_batch of 1..4096 short documents) instead")
     parser.add_argument("--chars", type=int, default=500, help="--per-call: the short documents' length in characters")
-    parser.add_argument("--repeat", type=int, default=3, help="warm passes per process (median)")
-    parser.add_argument("--rounds", type=int, default=3, help="run every tool this many times, alternating (medians over rounds)")
-    parser.add_argument("--threads", default="1,2", help="thread counts, comma-separated (default 1,2)")
-    parser.add_argument("--tools", default=",".join(TOOLS))
     parser.add_argument("--hf-docs", type=int, default=300, help="HF tokenizers is timed on this many first documents")
     parser.add_argument("--no-unseen", "--no-heldout", dest="no_unseen", action="store_true", help="skip the unseen-text runs")
     parser.add_argument("--no-start-times", action="store_true", help="skip fastenc's compile / warm-start timing")
@@ -480,19 +333,22 @@ def main() -> None:
     parser.add_argument("--digest-file", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--limit", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.corpus is not None and str(args.corpus) in SELECTIONS and not args.corpus.exists():
+        args.select, args.corpus = str(args.corpus), None  # the old spelling: --corpus heldout
+    args.docs = args.corpus
     if args.percall_worker:
         return percall_worker(args)
     if args.worker:
         args.threads = int(args.threads)
         return worker(args)
     args.docs = args.docs or args.shared / DOCS_IN_SHARED
-    tools = [t for t in args.tools.split(",") if t]
+    tools, args.skipped = peers.usable([t for t in args.tools.split(",") if t])  # an absent peer: a line, not a stop
     try:
         threads = sorted({int(t) for t in args.threads.split(",") if t})
     except ValueError:
         raise SystemExit(f"bench_gpt2: --threads takes comma-separated integers, got {args.threads!r}") from None
     try:
-        with tempfile.TemporaryDirectory(prefix="bench_gpt2_") as tmp:
+        with tempfile.TemporaryDirectory(prefix="bench_gpt2_") as tmp, harness.out_md(args.out_md):
             run(args, tools, threads, Path(tmp))
     except Missing as err:
         raise SystemExit(f"bench_gpt2: {err}") from None
@@ -502,19 +358,11 @@ def run(args, tools: list[str], threads: list[int], tmp: Path) -> None:
     if args.per_call:
         named = [{"tiktoken-loop": "tiktoken", "tiktoken-batch": "tiktoken"}.get(t, t) for t in tools]
         return run_per_call(args, [t for t in PER_CALL_TOOLS if t in named] or list(PER_CALL_TOOLS), tmp)
-    make_cache = _check_setup(args, tools)
-    made = subprocess.run([sys.executable, str(make_cache), str(tmp / "tiktoken")], capture_output=True, text=True)
-    if made.returncode:
-        raise Missing(f"{make_cache} failed: {(made.stderr.strip().splitlines() or ['exit %d' % made.returncode])[-1]}")
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(tmp / "tiktoken")
-    started = datetime.datetime.now(datetime.timezone.utc)
-    load = os.getloadavg()
+    _check_setup(args, tools)
     corpus = _prepare_corpus(args, tmp)
-    print("## GPT-2 encode core (`bench/bench_gpt2.py`)\n")
-    print(f"- **Command:** `{shlex.join(['python', 'bench/bench_gpt2.py', *sys.argv[1:]])}` (repo root)")
-    print(f"- **Date:** {started:%Y-%m-%d %H:%M} UTC; load average at start {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}")
-    print(f"- **CPU:** `lscpu` Model name: {_cpu_model()}; {os.cpu_count()} CPUs; flags: {_cpu_flags()}")
-    print(f"- **Versions:** {_versions()}")
+    print(harness.machine_header("GPT-2 encode core (`bench/bench_gpt2.py`)", ("numba", "gigatoken", "tiktoken", "tokenizers", "tokie")))
+    for line in args.skipped:
+        print(f"- skipped: {line}")
     print(f"- **Corpus:** `{args.docs}`, {corpus['how']}: {len(corpus['texts'])} documents, {corpus['mb']:.1f} MB of UTF-8 "
           f"(unseen regime: timed on the {len(corpus['texts']) // 2} odd documents, {corpus['odd_mb']:.1f} MB)")
     print(f"- **Input:** fastenc.encode_batch gets {'a list of str' if args.input == 'list' else 'the Arrow column'}; "
@@ -522,7 +370,7 @@ def run(args, tools: list[str], threads: list[int], tmp: Path) -> None:
     if "hf-batch" in tools:
         print(f"- **HF tokenizers** is timed on the first {args.hf_docs} documents only ({corpus['hf_mb']:.1f} MB): its MB/s are "
               "of that text, not comparable cell by cell")
-    print(f"- **Method:** {args.rounds} round{'s' if args.rounds != 1 else ''}, tools alternating; warm = median of {args.repeat} passes; every figure a median "
+    print(f"- **Method:** {args.rounds} round{'s' if args.rounds != 1 else ''}, tools alternating; warm = median of {args.passes} passes; every figure a median "
           "over rounds; wall MB/s and MB per CPU-second (process CPU time, all threads)", flush=True)
     oracle = _oracle(corpus["texts"])
     regimes = ["passes"] + ([] if args.no_unseen else ["unseen"])
@@ -536,7 +384,7 @@ def run(args, tools: list[str], threads: list[int], tmp: Path) -> None:
                 group = [p for p in pairs if p[1] == t]
                 for tool, _ in group if round_ % 2 == 0 else group[::-1]:
                     digest = tmp / f"{tool}-{t}-{regime}.npy"
-                    r = _spawn(tool, t, regime, args, dict(os.environ), digest)
+                    r = _run_worker(tool, t, regime, args, digest)
                     if "error" in r:
                         failed.append(f"{tool} {t}T {regime} round {round_ + 1}: {r['error']}")
                         print(f"<!-- FAILED {failed[-1]} -->", flush=True)
@@ -554,8 +402,7 @@ def run(args, tools: list[str], threads: list[int], tmp: Path) -> None:
         cold, warm = start_times()
         print(f"\nfastenc start: first run with an empty Numba cache (compiles) {cold:.2f} s; warm start (compiled cache, "
               f"fresh process, until the first ids) {warm:.2f} s")
-    ended = datetime.datetime.now(datetime.timezone.utc)
-    print(f"\nFinished {ended:%H:%M} UTC; load average at the end {os.getloadavg()[0]:.2f}.")
+    print(harness.footer())
 
 
 def _mb(corpus: dict, tool: str, regime: str) -> float:
@@ -679,28 +526,13 @@ def _rss_line(rs: list[dict]) -> str:
 
 # --- per-call mode ----------------------------------------------------------------------------------------
 
-PER_CALL_TOOLS = ("fastenc", "gigatoken", "tiktoken")
+PER_CALL_TOOLS = ("fastenc", "gigatoken", "tiktoken", "tokie")
 HELLO = "hello world"
 
 
 def _per_call_api(tool: str):
-    """(one, batch, as_lists): one(text) -> the ids of a text, batch(texts) -> the tool's batch output, and
-    as_lists(one's output) -> a list of ints (for the exactness check, untimed)."""
-    if tool == "fastenc":
-        import fastenc
-
-        enc = fastenc.load("gpt2")
-        return enc.encode, enc.encode_batch, list
-    if tool == "gigatoken":
-        import gigatoken
-        import numpy as np
-
-        tok = gigatoken.Tokenizer(str(GPT2_JSON))
-        return tok.encode, tok.encode_batch, (lambda ids: np.asarray(ids).tolist())
-    if tool == "tiktoken":
-        enc = _tiktoken_gpt2()
-        return enc.encode_ordinary, enc.encode_ordinary_batch, list
-    raise SystemExit(f"unknown per-call tool {tool}")
+    """(one, batch, as_lists) of bench/peers.py for GPT-2."""
+    return peers.per_call(tool, "gpt2")
 
 
 def _best_per_item(run, items: int, repeat: int, min_seconds: float = 0.2) -> float:
@@ -729,13 +561,13 @@ def percall_worker(args) -> None:
     one, batch, as_lists = _per_call_api(args.percall_worker)
     one(HELLO)  # (start-up: loading, compiling from the cache, thread pools)
     batch(docs[:2])
-    result = {"hello": _best_per_item(lambda: one(HELLO), 1, args.repeat)}
+    result = {"hello": _best_per_item(lambda: one(HELLO), 1, args.passes)}
 
     def each():
         for text in docs:
             one(text)
 
-    result["docs"] = _best_per_item(each, len(docs), args.repeat)
+    result["docs"] = _best_per_item(each, len(docs), args.passes)
     pool = docs * -(-max(BATCH_SIZES) // len(docs))  # (repeated where there are fewer short documents than that)
     for size in BATCH_SIZES:
         chunks = [pool[k : k + size] for k in range(0, max(BATCH_SIZES), size)]
@@ -744,7 +576,7 @@ def percall_worker(args) -> None:
             for chunk in chunks:
                 batch(chunk)
 
-        result[f"batch{size}"] = _best_per_item(batches, len(chunks), args.repeat)
+        result[f"batch{size}"] = _best_per_item(batches, len(chunks), args.passes)
     ids = [as_lists(one(t)) for t in docs]
     result["digest"] = xxhash.xxh3_64_hexdigest(np.concatenate([np.asarray(x, dtype=np.uint32) for x in ids] + [
         np.asarray([len(x) for x in ids], dtype=np.uint32)]).tobytes())
@@ -761,13 +593,7 @@ def run_per_call(args, tools: list[str], tmp: Path) -> None:
     import pyarrow.parquet as pq
     import xxhash
 
-    make_cache = _check_setup(args, [{"tiktoken": "tiktoken-loop"}.get(t, t) for t in tools])
-    made = subprocess.run([sys.executable, str(make_cache), str(tmp / "tiktoken")], capture_output=True, text=True)
-    if made.returncode:
-        raise Missing(f"{make_cache} failed: {(made.stderr.strip().splitlines() or ['exit %d' % made.returncode])[-1]}")
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(tmp / "tiktoken")
-    started = datetime.datetime.now(datetime.timezone.utc)
-    load = os.getloadavg()
+    _check_setup(args, [{"tiktoken": "tiktoken-loop"}.get(t, t) for t in tools])
     corpus = _prepare_corpus(args, tmp)
     docs = _short_docs(corpus["texts"], args.chars)
     if not docs:
@@ -780,30 +606,26 @@ def run_per_call(args, tools: list[str], tmp: Path) -> None:
     want = [oracle.encode_ordinary(t) for t in docs]
     want_digest = xxhash.xxh3_64_hexdigest(np.concatenate([np.asarray(x, dtype=np.uint32) for x in want] + [
         np.asarray([len(x) for x in want], dtype=np.uint32)]).tobytes())
-    print("## GPT-2 per-call cost (`bench/bench_gpt2.py --per-call`)\n")
-    print(f"- **Command:** `{shlex.join(['python', 'bench/bench_gpt2.py', *sys.argv[1:]])}` (repo root)")
-    print(f"- **Date:** {started:%Y-%m-%d %H:%M} UTC; load average at start {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}")
-    print(f"- **CPU:** `lscpu` Model name: {_cpu_model()}; {os.cpu_count()} CPUs; flags: {_cpu_flags()}")
-    print(f"- **Versions:** {_versions()}")
+    print(harness.machine_header("GPT-2 per-call cost (`bench/bench_gpt2.py --per-call`)", ("numba", "gigatoken", "tiktoken", "tokie")))
+    for line in args.skipped:
+        print(f"- skipped: {line}")
     print(f"- **Short documents:** the first {args.chars} characters of each document of `{args.docs}` ({corpus['how']}) "
           f"with at least that many: {len(docs)} documents, {mean_bytes:.0f} bytes of UTF-8 on average")
     print(f"- **Method:** {args.rounds} rounds, each tool in a fresh process per round, tools alternating (order reversed "
-          f"every other round); each cell the best of {args.repeat} timed loops (>= 0.2 s each, after one untimed: warm); "
+          f"every other round); each cell the best of {args.passes} timed loops (>= 0.2 s each, after one untimed: warm); "
           "figures are medians over rounds; thread counts each tool's default (fastenc encode_batch: Numba's, "
           "gigatoken: its pool, tiktoken: encode_ordinary_batch's)", flush=True)
     runs: dict = {t: [] for t in tools}
     failed = []
     for round_ in range(args.rounds):
         for tool in tools if round_ % 2 == 0 else tools[::-1]:
-            cmd = [sys.executable, __file__, "--percall-worker", tool, "--corpus-file", str(corpus_file), "--repeat",
-                   str(args.repeat)]
-            out = subprocess.run(cmd, env=dict(os.environ), capture_output=True, text=True)
-            if out.returncode:
-                lines = out.stderr.strip().splitlines()
-                failed.append(f"{tool} round {round_ + 1}: {lines[-1] if lines else out.returncode}")
+            cmd = [sys.executable, __file__, "--percall-worker", tool, "--corpus-file", str(corpus_file), "--passes",
+                   str(args.passes)]
+            r = harness.spawn_json(cmd)
+            if "error" in r:
+                failed.append(f"{tool} round {round_ + 1}: {r['error']}")
                 print(f"<!-- FAILED {failed[-1]} -->", flush=True)
                 continue
-            r = json.loads(out.stdout.strip().splitlines()[-1])
             r["round"] = round_
             runs[tool].append(r)
             print(f"<!-- round {round_ + 1} {tool}: " + ", ".join(f"{k}={v * 1e6:.2f}us" for k, v in r.items()
@@ -837,8 +659,7 @@ def run_per_call(args, tools: list[str], tmp: Path) -> None:
         f"{t} " + ("same" if all(r["digest"] == want_digest for r in runs[t]) else "**DIFFERS**") for t in tools if runs[t]))
     for line in failed:
         print(f"\nFAILED: {line}")
-    ended = datetime.datetime.now(datetime.timezone.utc)
-    print(f"\nFinished {ended:%H:%M} UTC; load average at the end {os.getloadavg()[0]:.2f}.")
+    print(harness.footer())
 
 
 _FIRST_IDS = (

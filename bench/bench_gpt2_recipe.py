@@ -1,8 +1,9 @@
 """Benchmark: the GPT-2 long-context recipe against its encode kernel and a tiktoken pipeline, in one run.
 
-    python bench/bench_gpt2_recipe.py [--input docs.parquet] [--repeat 1] [--reps 3] [--threads N]
+    python bench/bench_gpt2_recipe.py [--corpus docs.parquet] [--mb N] [--copies 1] [--rounds 3] [--threads N] [--out-md F]
 
-The input is ``--input`` listed ``--repeat`` times (docs.parquet: 96.8 MB of text, 6,626
+(Old names still read: --input for --corpus, --repeat for --copies, --reps for --rounds.)
+The input is ``--corpus`` listed ``--copies`` times (docs.parquet: 96.8 MB of text, 6,626
 documents in all seven buckets, up to 621 k tokens). Every side does the same work on it:
 
 - kernel:   ``Encoder.encode_arrays`` over the text batches, already read into memory (not timed),
@@ -21,8 +22,8 @@ documents in all seven buckets, up to 621 k tokens). Every side does the same wo
 - tiktoken-encode: ``encode_ordinary_batch(num_threads=2)`` alone over the texts, already read
   into Python strings (not timed): tiktoken's own speed, for scale.
 
-Each measurement runs in its own subprocess (its own peak RSS, ``ru_maxrss``); the sides
-alternate ``--reps`` times and medians are printed. MB/s are MB (10^6 bytes) of source text
+Each measurement runs in its own subprocess (its own peak RSS, VmHWM); the sides
+alternate ``--rounds`` times (harness.alternate: the order reversed every other round) and medians are printed. MB/s are MB (10^6 bytes) of source text
 per second of wall time of the timed work. "cpu s" is user + system CPU time of the timed work
 (all threads): on a shared machine it is steadier than wall time. Outputs of the recipe and the
 tiktoken pipeline are compared (same bins and idx, byte for byte) once at the start.
@@ -32,32 +33,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from _inputs import require  # noqa: E402  (bench/ is on sys.path when a bench runs)
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_INPUT = ROOT.parent / "shared" / "data" / "text" / "docs.parquet"
-GPT2_DATA = ROOT.parent / "shared" / "data" / "gpt2"
+import harness
+import peers
+from harness import REPO as ROOT, cpu_seconds as _cpu_seconds, peak_rss_mb as _peak_rss_mb, require
+
 BATCH_BYTES = 32 << 20
 PART_TOKENS = 1 << 28
 EDGES = [4096, 8192, 16384, 32768, 65536, 131072]
 BUCKETS = ["b0_lt_4096", "b1_4096_8192", "b2_8192_16384", "b3_16384_32768", "b4_32768_65536", "b5_65536_131072", "b6_gte_131072"]
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-
-
-def _cpu_seconds() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def _text_bytes(paths) -> int:
@@ -115,14 +105,7 @@ def child_recipe(paths, out_dir: Path, threads, warm: bool) -> dict:
 
 
 def tiktoken_encoding():
-    import tiktoken
-    import tiktoken.load
-    import tiktoken_ext.openai_public as op
-
-    ranks = tiktoken.load.data_gym_to_mergeable_bpe_ranks(
-        vocab_bpe_file=str(GPT2_DATA / "vocab.bpe"), encoder_json_file=str(GPT2_DATA / "encoder.json"))
-    return tiktoken.Encoding(name="gpt2", pat_str=op.r50k_pat_str, mergeable_ranks=ranks,
-                             special_tokens={"<|endoftext|>": 50256}, explicit_n_vocab=50257)
+    return peers.tiktoken_encoding("gpt2")  # offline, from ../shared/data/gpt2
 
 
 def child_tiktoken(paths, out_dir: Path, threads) -> dict:
@@ -210,20 +193,19 @@ KINDS = ["kernel", "recipe", "recipe-cold", "tiktoken", "tiktoken-encode"]
 
 def run_child(kind: str, args, keep: Path | None = None) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"bench-gpt2-{kind}-", dir=args.tmp))
-    cmd = [sys.executable, __file__, "--child", kind, "--tmp", str(work), "--input", *([str(args.input)] * args.repeat)]
+    cmd = [sys.executable, __file__, "--child", kind, "--tmp", str(work), "--corpus", *([str(args.corpus)] * args.copies)]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
-    t0 = time.perf_counter()
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        r = harness.run_fresh(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
         if keep is not None and r.returncode == 0:
             shutil.copytree(work / "out", keep)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if r.returncode:
         raise SystemExit(f"{kind} failed:\n{r.stderr}")
-    res = json.loads(r.stdout.strip().splitlines()[-1])
-    res["process_seconds"] = time.perf_counter() - t0
+    res = r.json()
+    res["process_seconds"] = r.wall
     return res
 
 
@@ -235,34 +217,42 @@ def same_bins(a: Path, b: Path) -> bool:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--input", nargs="+", default=[str(DEFAULT_INPUT)])
-    ap.add_argument("--repeat", type=int, default=1, help="list the input this many times")
-    ap.add_argument("--reps", type=int, default=3, help="alternating repetitions; medians are reported")
+    harness.add_common_flags(ap, corpus_aliases=["--input"], corpus_nargs="+", rounds_aliases=["--reps"], threads=None)
+    ap.add_argument("--copies", "--repeat", dest="copies", type=int, default=1, help="list the input this many times")
     ap.add_argument("--threads", type=int, default=None, help="encoder threads (default: every core; tiktoken: 2)")
-    ap.add_argument("--kinds", default=",".join(KINDS), help="which sides to run")
+    ap.add_argument("--tools", "--kinds", dest="kinds", default=",".join(KINDS), help="which sides to run")
     ap.add_argument("--tmp", default=None, help="scratch directory for outputs (default: the system's)")
     ap.add_argument("--child", choices=KINDS, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if not args.child:
-        require(args.input, "--input")
+        require(args.corpus, "--corpus")
 
     if args.child:
         out = Path(args.tmp)
         if args.child == "kernel":
-            res = child_kernel(args.input, out, args.threads)
+            res = child_kernel(args.corpus, out, args.threads)
         elif args.child == "tiktoken":
-            res = child_tiktoken(args.input, out, args.threads)
+            res = child_tiktoken(args.corpus, out, args.threads)
         elif args.child == "tiktoken-encode":
-            res = child_tiktoken_encode(args.input, out, args.threads)
+            res = child_tiktoken_encode(args.corpus, out, args.threads)
         else:
-            res = child_recipe(args.input, out, args.threads, warm=args.child == "recipe")
+            res = child_recipe(args.corpus, out, args.threads, warm=args.child == "recipe")
         res["peak_rss_mb"] = _peak_rss_mb()
         print(json.dumps(res))
         return
 
-    if len(args.input) != 1:
-        raise SystemExit("give one --input (it is listed --repeat times)")
-    args.input = args.input[0]
+    if len(args.corpus) != 1:
+        raise SystemExit("give one --corpus (it is listed --copies times)")
+    scratch = Path(tempfile.mkdtemp(prefix="bench-gpt2-slice-", dir=args.tmp))
+    try:
+        args.corpus = harness.corpus_slice(args.corpus[0], args.mb, scratch)
+        with harness.out_md(args.out_md):
+            report(args)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def report(args) -> None:
     kinds = [k for k in args.kinds.split(",") if k]
     # once, not timed: warm the page and Numba caches, and check both pipelines write the same bins
     check = Path(tempfile.mkdtemp(prefix="bench-gpt2-check-", dir=args.tmp))
@@ -276,13 +266,12 @@ def main() -> None:
     finally:
         shutil.rmtree(check, ignore_errors=True)
     runs = {k: [] for k in kinds}
-    for rep in range(args.reps):
-        for k in kinds:
-            res = run_child(k, args)
-            runs[k].append(res)
-            print(f"  rep {rep}: {k:15s} {res['seconds']:6.2f} s  {res['text_bytes'] / res['seconds'] / 1e6:7.1f} MB/s  "
-                  f"cpu {res['cpu_seconds']:5.2f} s  process {res['process_seconds']:5.2f} s  peak RSS {res['peak_rss_mb']:6.0f} MB",
-                  file=sys.stderr)
+    for rep, k in harness.alternate(kinds, args.rounds):
+        res = run_child(k, args)
+        runs[k].append(res)
+        print(f"  round {rep + 1}: {k:15s} {res['seconds']:6.2f} s  {res['text_bytes'] / res['seconds'] / 1e6:7.1f} MB/s  "
+              f"cpu {res['cpu_seconds']:5.2f} s  process {res['process_seconds']:5.2f} s  peak RSS {res['peak_rss_mb']:6.0f} MB",
+              file=sys.stderr)
     text = runs[kinds[0]][0]["text_bytes"]
     assert all(r["text_bytes"] == text for rs in runs.values() for r in rs), "sides read different text"
     med = {k: statistics.median(r["seconds"] for r in rs) for k, rs in runs.items()}
@@ -290,16 +279,18 @@ def main() -> None:
     proc = {k: statistics.median(r["process_seconds"] for r in rs) for k, rs in runs.items()}
     rss = {k: max(r["peak_rss_mb"] for r in rs) for k, rs in runs.items()}
     ref = "kernel" if "kernel" in kinds else kinds[0]
-    print(f"input: {args.input} x {args.repeat} = {text / 1e6:.1f} MB of text; {args.reps} alternating reps, medians; "
-          f"encoder threads: {args.threads or os.cpu_count()}; tiktoken threads: {args.threads or 2}")
-    print(f"{'':15s} {'seconds':>8s} {'MB/s':>7s} {'x ' + ref:>9s} {'x tiktoken':>11s} {'cpu s':>7s} {'x ' + ref:>9s} "
-          f"{'x tiktoken':>11s} {'process s':>10s} {'peak RSS MB':>12s}")
-    for k in kinds:
-        tt = "tiktoken" in med
-        print(f"{k:15s} {med[k]:8.2f} {text / med[k] / 1e6:7.1f} {med[ref] / med[k]:9.2f} "
-              f"{(med['tiktoken'] / med[k]) if tt else float('nan'):11.2f} {cpu[k]:7.2f} {cpu[ref] / cpu[k]:9.2f} "
-              f"{(cpu['tiktoken'] / cpu[k]) if tt else float('nan'):11.2f} {proc[k]:10.2f} {rss[k]:12.0f}")
-    print("(seconds, MB/s and the first two ratios: wall time; 'cpu s' and the last two ratios: CPU time of all threads)")
+    tt = "tiktoken" in med
+    print(harness.machine_header("GPT-2 recipe vs its encode kernel and a tiktoken pipeline (`bench/bench_gpt2_recipe.py`)",
+                                 ("numba", "tiktoken", "pyarrow")))
+    print(f"- **Input:** `{args.corpus}` x {args.copies} = {text / 1e6:.1f} MB of text; {args.rounds} alternating rounds, "
+          f"medians; encoder threads: {args.threads or os.cpu_count()}; tiktoken threads: {args.threads or 2}\n")
+    rows = [[k, f"{med[k]:.2f}", f"{text / med[k] / 1e6:.1f}", f"{med[ref] / med[k]:.2f}",
+             f"{med['tiktoken'] / med[k]:.2f}" if tt else "–", f"{cpu[k]:.2f}", f"{cpu[ref] / cpu[k]:.2f}",
+             f"{cpu['tiktoken'] / cpu[k]:.2f}" if tt else "–", f"{proc[k]:.2f}", f"{rss[k]:.0f}"] for k in kinds]
+    print(harness.md_table(["side", "seconds", "MB/s", f"{ref} / side", "tiktoken / side", "cpu s", f"{ref} / side (cpu)",
+                            "tiktoken / side (cpu)", "process s", "peak RSS MB"], rows))
+    print("\n(seconds, MB/s and the first two ratios: wall time; 'cpu s' and the last two ratios: CPU time of all threads)")
+    print(harness.footer())
 
 
 if __name__ == "__main__":

@@ -49,7 +49,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_gpt2 import _cpu_flags, _cpu_model, _digests, _mbps, _rss, _timed, _versions  # noqa: E402
+from harness import cpu_flags as _cpu_flags, cpu_model as _cpu_model, doc_digests as _digests, mbps as _mbps  # noqa: E402
+from harness import rss as _rss, timed as _timed, versions as _versions  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SHARED = REPO.parent / "shared"

@@ -1,7 +1,8 @@
 """Whole datasets (docs/scale.md): 1 vs N workers, and the reduce phase's share of a run.
 
-    python bench/bench_scale.py [--urls ../shared/data/urls/urls.parquet] [--docs ../shared/data/text/docs.parquet]
-                                [--shards 8] [--copies 13] [--doc-copies 16] [--workers 2] [--work DIR] [--rounds 3]
+    python bench/bench_scale.py [--urls ../shared/data/urls/urls.parquet] [--corpus ../shared/data/text/docs.parquet]
+                                [--mb N] [--shards 8] [--copies 13] [--doc-copies 16] [--workers 2] [--work DIR]
+                                [--rounds 3] [--out-md F]
 
 - URLs: ``--shards`` shards of ~``rows x copies / shards`` URLs each (8 x ~1.03 M by default),
   made from the real corpus: every URL is repeated ``--copies`` times with a query suffix
@@ -18,7 +19,8 @@ workers' start-up included, the process's own imports not), CPU seconds (this pr
 shared machine the wall time follows the load, the CPU time much less), the map phase, and the rest (the reduce and the
 publication, from the end of the map to the end of the run; for urls, each shard publishes itself: no reduce). Every run's output is compared
 byte for byte with the first run's (by digest; then it is deleted: the inputs stay in ``--work``). Prints one
-table (paste it into bench/RESULTS.md).
+table (paste it into bench/RESULTS.md). ``--corpus`` was ``--docs`` (still read); ``--mb N`` takes only the
+first N MB of each source (the URLs' column, the documents' text) before the copies are made.
 
 Two baselines. *1 core*: one process pinned to one CPU (``sched_setaffinity``, every thread of it),
 the baseline of a per-core speed-up: N workers on N cores against one worker on one core. *1x1*: one
@@ -31,8 +33,8 @@ own and running the recipe alone over its contiguous share of the files into an 
 shared work folder, no reduce across them; wall: the slowest, CPU: the sum). It is what N cores of this machine
 give this recipe with no coordination at all: on these VMs two busy vCPUs slow each other down (memory, page
 cache, the host), by an amount that changes from one sitting to the next. "2 x 1" against it is the share of the
-scaling that fastenc's map/reduce costs; against "1 core", the machine's share is in it too (bench/RESULTS.md,
-session 38). Its outputs are N separate ones, so its "identical" column reads n/a.
+scaling that fastenc's map/reduce costs; against "1 core", the machine's share is in it too (bench/RESULTS.md
+has the sitting that measured it). Its outputs are N separate ones, so its "identical" column reads n/a.
 """
 from __future__ import annotations
 
@@ -50,10 +52,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _inputs import require  # noqa: E402
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+import harness
+from harness import require
 
 
 def make_url_shards(src: Path, folder: Path, shards: int, copies: int) -> list[Path]:
@@ -239,14 +239,13 @@ def _cpu() -> float:
     """CPU seconds of this process and of its finished children (the pool's workers are joined)."""
     import resource
 
-    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
-                                                   resource.getrusage(resource.RUSAGE_CHILDREN)))
+    return harness.cpu_seconds(resource.RUSAGE_SELF) + harness.cpu_seconds(resource.RUSAGE_CHILDREN)
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--urls", type=Path, default=SHARED / "urls" / "urls.parquet")
-    p.add_argument("--docs", type=Path, default=SHARED / "text" / "docs.parquet")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    harness.add_common_flags(p, corpus_aliases=["--docs"], threads=None)
+    p.add_argument("--urls", type=Path, default=harness.URLS)
     p.add_argument("--shards", type=int, default=8, help="a power of two")
     p.add_argument("--copies", type=int, default=13, help="copies of each URL (13: 8 shards of ~1.03 M URLs)")
     p.add_argument("--doc-copies", type=int, default=16,
@@ -257,21 +256,28 @@ def main() -> None:
     p.add_argument("--work", type=Path, default=Path("/tmp/fastenc-bench-scale"))
     p.add_argument("--only", choices=["urls", "gpt2"], default=None)
     p.add_argument("--in-process", action="store_true", help="every run in this process, one after another")
-    p.add_argument("--rounds", type=int, default=3,
-                   help="run every plan this many times, alternating (medians, and the speed-ups of each round)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         return _child(args.child)
-    require([args.urls, args.docs], "--urls/--docs")
+    args.docs = args.corpus
+    require([args.urls, args.docs], "--urls/--corpus")
+    with harness.out_md(args.out_md):
+        run(args)
+
+
+def run(args) -> None:
     from fastenc.warmup import cold_families, compile_families
 
     compile_families(cold_families(("urls", "gpt2")), quiet=True)
     inputs = {}
+    args.work.mkdir(parents=True, exist_ok=True)
     if args.only in (None, "urls"):
-        inputs["urls"] = make_url_shards(args.urls, args.work / "urls-in", args.shards, args.copies)
+        urls = harness.corpus_slice(args.urls, args.mb, args.work, column="url")
+        inputs["urls"] = make_url_shards(urls, args.work / "urls-in", args.shards, args.copies)
     if args.only in (None, "gpt2"):
-        inputs["gpt2"] = make_doc_files(args.docs, args.work / "docs-in", 8, args.doc_copies)
+        inputs["gpt2"] = make_doc_files(harness.corpus_slice(args.docs, args.mb, args.work), args.work / "docs-in", 8,
+                                        args.doc_copies)
     import numba
 
     cores = numba.config.NUMBA_NUM_THREADS
@@ -282,24 +288,26 @@ def main() -> None:
     plans = ([] if args.in_process else [(1, 1, "core")]) + [(1, 1, "free"), (1, cores, "free")] + \
         [(w, max(1, cores // w), "free") for w in args.workers if w > 1] + \
         ([] if args.in_process else [(w, 1, "split") for w in args.workers if 1 < w <= len(os.sched_getaffinity(0))])
-    print("recipe | files | rows per file | workers x threads | wall s | CPU s | map s | reduce+publish s | reduce share | "
-          "speed-up vs 1 core | vs 1x1 | identical")
+    print(harness.machine_header("Whole datasets: 1 vs N workers (`bench/bench_scale.py`)", ("numba", "pyarrow")))
+    print(f"- **Method:** every plan in a fresh process, {args.rounds} alternating rounds, medians; speed-ups paired by round\n")
+    print("| recipe | files | rows per file | workers x threads | wall s | CPU s | map s | reduce+publish s | reduce share | "
+          "speed-up vs 1 core | vs 1x1 | identical |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for recipe, paths in inputs.items():
         rows = int(np.mean([pq.ParquetFile(x).metadata.num_rows for x in paths]))
         results = {plan: [] for plan in plans}
-        for k in range(args.rounds):  # every plan once a round, the order reversed every other round
-            for w, t, kind in (plans if k % 2 == 0 else plans[::-1]):
-                out = args.work / {"core": f"out-{recipe}-1core", "free": f"out-{recipe}-{w}x{t}",
-                                   "split": f"out-{recipe}-{w}-split"}[kind]
-                if kind == "split":
-                    r = run_split_in_children(recipe, paths, out, w, args.shards)
-                elif kind == "core":
-                    r = run_in_child(recipe, paths, out, w, args.shards, t, one_core=True)
-                else:
-                    run = timed_run if args.in_process else run_in_child
-                    r = run(recipe, paths, out, w, args.shards, t)
-                discard(out)
-                results[(w, t, kind)].append(r)
+        for _, (w, t, kind) in harness.alternate(plans, args.rounds):  # every plan once a round
+            out = args.work / {"core": f"out-{recipe}-1core", "free": f"out-{recipe}-{w}x{t}",
+                               "split": f"out-{recipe}-{w}-split"}[kind]
+            if kind == "split":
+                r = run_split_in_children(recipe, paths, out, w, args.shards)
+            elif kind == "core":
+                r = run_in_child(recipe, paths, out, w, args.shards, t, one_core=True)
+            else:
+                runner = timed_run if args.in_process else run_in_child
+                r = runner(recipe, paths, out, w, args.shards, t)
+            discard(out)
+            results[(w, t, kind)].append(r)
         first = results[plans[0]][0]
         core = next((results[p] for p in plans if p[2] == "core"), None)
         base = next(results[p] for p in plans if p[2] == "free")
@@ -307,9 +315,10 @@ def main() -> None:
             med = {key: statistics.median(r[key] for r in rs) for key in ("total", "cpu", "map", "rest")}
             label = {"core": f"{w} x {t} (1 core)", "free": f"{w} x {t}", "split": f"{w} independent 1-core runs"}[kind]
             same = "n/a" if kind == "split" else all(r["digest"] == first["digest"] for r in rs)
-            print(f"{recipe} | {len(paths)} | {rows:,} | {label} | {med['total']:.1f} | {med['cpu']:.1f} | {med['map']:.1f} | "
+            print(f"| {recipe} | {len(paths)} | {rows:,} | {label} | {med['total']:.1f} | {med['cpu']:.1f} | {med['map']:.1f} | "
                   f"{med['rest']:.1f} | {med['rest'] / med['total']:.1%} | {_ratios(core, rs)} | {_ratios(base, rs)} | "
-                  f"{same}", flush=True)
+                  f"{same} |", flush=True)
+    print(harness.footer())
 
 
 def _ratios(baseline, runs) -> str:

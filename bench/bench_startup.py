@@ -1,11 +1,11 @@
 """Start-up cost: first run (empty Numba cache) and warm start of every fastenc command.
 
     python bench/bench_startup.py                  # 3 cold + 3 warm runs of each command, medians
-    python bench/bench_startup.py --reps 1 --breakdown --only quickstart,gpt2
+    python bench/bench_startup.py --rounds 1 --breakdown --only quickstart,gpt2 [--out-md F]   # --rounds was --reps
 
 Each run is a fresh ``python -m fastenc ...`` process, timed from start to exit (wall) and by
-the CPU time it used (user + system, ``os.wait4``: steadier than wall time on a shared
-machine). "cold": ``NUMBA_CACHE_DIR`` is a new empty folder, so every kernel the command needs
+the CPU time it used (user + system, from wait4 by harness.run_fresh: steadier than wall time on a
+shared machine). "cold": ``NUMBA_CACHE_DIR`` is a new empty folder, so every kernel the command needs
 is compiled, as on a new machine, container or CI job; "warm": the same command again with that
 folder kept (a new output folder each time; three warm runs per cold one).
 
@@ -17,7 +17,7 @@ Commands (tiny inputs, so the time is start-up, not work):
 - encode: ``fastenc encode`` of a 3-line text file (GPT-2, ids printed)
 - warmup: ``fastenc warmup`` (everything; cold = what an image build or CI step pays once)
 
-``--breakdown`` also runs each cold command once under ``bench/compile_profile.py`` and prints
+``--breakdown`` also runs each cold command once under ``bench/probes/compile_profile.py`` and prints
 the kernels that took the most compile time (exclusive seconds: a kernel's own compile, not its
 callees'). The load average is printed with every command: other jobs on the machine slow
 compiles down as much as they slow anything else.
@@ -29,29 +29,18 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import harness
+from harness import REPO as ROOT
+
 PY = sys.executable
 
 
 def load() -> str:
     return "/".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def make_inputs(work: Path) -> dict:
@@ -90,30 +79,36 @@ def timed(argv: list[str], cache: Path, *, profile_json: Path | None = None) -> 
     if profile_json is None:
         cmd = [PY, "-m", "fastenc", *argv]
     else:
-        cmd = [PY, str(ROOT / "bench" / "compile_profile.py"), "--json", str(profile_json), "--", *argv]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    stderr_text = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{stderr_text[-2000:]}")
-    lines = [ln for ln in stderr_text.replace("\r", "\n").splitlines() if ln.strip()]
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "stderr_first": lines[:1]}
+        cmd = [PY, str(ROOT / "bench" / "probes" / "compile_profile.py"), "--json", str(profile_json), "--", *argv]
+    run = harness.run_fresh(cmd, cwd=ROOT, env=env)
+    if run.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({run.returncode}):\n{run.stderr[-2000:]}")
+    lines = [ln for ln in run.stderr.replace("\r", "\n").splitlines() if ln.strip()]
+    return {"wall": run.wall, "cpu": run.cpu, "stderr_first": lines[:1]}
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--reps", type=int, default=3, help="cold and warm runs per command (medians)")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    harness.add_common_flags(ap, corpus=None, rounds_aliases=["--reps"], threads=None)  # the inputs are fixed and tiny
     ap.add_argument("--only", default="quickstart,gpt2,bytes,verify,encode,warmup")
     ap.add_argument("--breakdown", action="store_true", help="per-kernel compile times of one cold run each")
     ap.add_argument("--json", type=Path, help="write all results here")
     args = ap.parse_args()
     names = [n for n in args.only.split(",") if n]
     work = Path(tempfile.mkdtemp(prefix="fastenc-startup-"))
-    results: dict = {"cpu_model": cpu_model(), "nproc": os.cpu_count(), "commands": {}}
-    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {results['cpu_model']}, {os.cpu_count()} CPUs")
+    results: dict = {"cpu_model": harness.cpu_model(), "nproc": os.cpu_count(), "commands": {}}
+    with harness.out_md(args.out_md):
+        print(harness.machine_header("Start-up: first-run compile and warm start (`bench/bench_startup.py`)", ("numba",)))
+        print(f"- **Method:** per command {args.rounds} cold run(s) (empty Numba cache) and 3 warm runs after each; medians\n")
+        print(harness.md_table(["command", "cold wall s", "cold CPU s", "cold walls", "warm wall s", "warm CPU s", "load"], []))
+        _run(args, names, work, results)
+        print(harness.footer())
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+def _run(args, names, work, results) -> None:
     try:
         inputs = make_inputs(work)
         verify_dir = work / "verify-target"
@@ -121,7 +116,7 @@ def main() -> int:
             timed(command("quickstart", inputs, verify_dir, verify_dir), work / "cache-verify-target")
         for name in names:
             cold, warm = [], []
-            for rep in range(args.reps):
+            for rep in range(args.rounds):
                 cache = work / f"cache-{name}-{rep}"
                 cold.append(timed(command(name, inputs, work / f"out-{name}-c{rep}", verify_dir), cache))
                 for again in range(3):  # warm runs are short and noisy: three of each
@@ -143,19 +138,13 @@ def main() -> int:
                 row["compile_total"] = rep_["total_compile"]
                 row["top_kernels"] = {k: round(v["excl"], 2) for k, v in list(rep_["per_kernel"].items())[:8]}
             results["commands"][name] = row
-            print(
-                f"{name:10s} cold {row['cold_wall']:6.2f} s wall {row['cold_cpu']:6.2f} s cpu {row['cold_walls']} | "
-                f"warm {row['warm_wall']:5.2f} s wall {row['warm_cpu']:5.2f} s cpu | load {row['load']}",
-                flush=True,
-            )
+            print(f"| {name} | {row['cold_wall']:.2f} | {row['cold_cpu']:.2f} | {row['cold_walls']} | {row['warm_wall']:.2f} | "
+                  f"{row['warm_cpu']:.2f} | {row['load']} |", flush=True)
             if "top_kernels" in row:
-                print(f"{'':10s} compile {row['compile_total']:.1f} s: " + ", ".join(
-                    f"{k.rsplit('.', 1)[-1]} {v}" for k, v in row["top_kernels"].items()), flush=True)
+                print(f"| ↳ compile {row['compile_total']:.1f} s | " + ", ".join(
+                    f"{k.rsplit('.', 1)[-1]} {v}" for k, v in row["top_kernels"].items()) + " | | | | | |", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
-    return 0
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     python bench/bench_urls.py                 # part 1: kernels, on the real corpus (~2-4 min)
     python bench/bench_urls.py --full          # + part 2: a 36.6 M-URL shard end to end (~5-10 min)
+    [--corpus urls.parquet] [--mb N] [--passes 3] [--out-md F]  # --passes was --reps (still read)
 
 Part 1, on every URL of ``../shared/data/urls/urls.parquet`` (636,445 real URLs), all given the same
 canonical text and the same ``vocab/urls/tokenizer.json``:
@@ -20,8 +21,8 @@ resampling and recombining the corpus: URL = scheme + authority of a random URL 
 query, fragment) of another, and with probability 0.8 the rest of a third appended, which gives
 about the card's ~35 tokens per URL (the corpus alone has ~24). Written once to
 ``--workdir/part-00000.parquet`` (zstd, row groups of 131,072; reused if present), then
-``python -m fastenc part-00000.parquet -o OUT --num-shards 1`` runs under ``/usr/bin/time -v`` (the
-shard check still hashes and tests every URL; with 1 shard every URL passes). Reported: the wall
+``python -m fastenc part-00000.parquet -o OUT --num-shards 1`` runs in a fresh process (harness.run_fresh: its
+CPU time and peak RSS from wait4; the shard check still hashes and tests every URL; with 1 shard every URL passes). Reported: the wall
 time of the process, the recipe's own stage times (from the sidecar), the peak RSS, and the time of
 ``fastenc verify OUT`` (a full re-check of the bin from its files).
 
@@ -34,14 +35,13 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
-from _inputs import require  # noqa: E402  (bench/ is on sys.path when a bench runs)
 
-ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared" / "data" / "urls" / "urls.parquet"
+import harness
+from harness import REPO as ROOT, URLS as CORPUS, require
+
 TOKENIZER = ROOT / "vocab" / "urls" / "tokenizer.json"
 FULL_URLS = 36_600_000
 ROW_GROUP = 131_072
@@ -92,10 +92,12 @@ def hf_worker(mode: str, corpus: Path, stride: int) -> dict:
 
 
 def run_hf(mode: str, threads: int, corpus: Path, stride: int) -> dict:
-    env = dict(os.environ, RAYON_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="true", PYTHONPATH=str(ROOT))
-    r = subprocess.run([sys.executable, __file__, "--hf-worker", mode, "--corpus", str(corpus), "--hf-stride", str(stride)],
-                       capture_output=True, env=env, text=True, check=True)
-    return json.loads(r.stdout.strip().split("\n")[-1])
+    env = dict(harness.thread_env(threads), TOKENIZERS_PARALLELISM="true", PYTHONPATH=str(ROOT))
+    r = harness.spawn_json([sys.executable, __file__, "--hf-worker", mode, "--corpus", str(corpus), "--hf-stride", str(stride)],
+                           env=env)
+    if "error" in r:
+        raise SystemExit(f"HF tokenizers ({mode}, {threads} threads) failed: {r['error']}")
+    return r
 
 
 def bench_kernels(corpus: Path, reps: int, stride: int) -> list[dict]:
@@ -235,17 +237,6 @@ def build_full_shard(corpus: Path, path: Path, n_urls: int, seed: int = 2048) ->
     return {"urls": n_urls, "text_bytes": total_bytes, "file_bytes": path.stat().st_size, "seconds": time.perf_counter() - t0}
 
 
-def _rss_from_time_v(stderr: str) -> float | None:
-    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stderr)
-    return int(m.group(1)) / 1024 if m else None
-
-
-def _cpu_from_time_v(stderr: str) -> float | None:
-    u = re.search(r"User time \(seconds\): ([\d.]+)", stderr)
-    s = re.search(r"System time \(seconds\): ([\d.]+)", stderr)
-    return float(u.group(1)) + float(s.group(1)) if u and s else None
-
-
 def _stages_from_summary(line: str | None) -> dict:
     """Stage seconds from the recipe's summary line ("... in 63.1 s, ... (read 1.0 s, hash 2.0, encode
     ...)"): the sidecar no longer carries timings (an output must not depend on the run's speed)."""
@@ -281,30 +272,25 @@ def bench_full(corpus: Path, workdir: Path, n_urls: int, runs: int, keep: bool) 
         if out.exists():
             shutil.rmtree(out)
         load_before = load()
-        t = time.perf_counter()
-        r = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-m", "fastenc", str(src), "-o", str(out), "--num-shards", "1"],
-                           capture_output=True, text=True, env=env)
-        wall = time.perf_counter() - t
+        r = harness.run_fresh([sys.executable, "-m", "fastenc", str(src), "-o", str(out), "--num-shards", "1"], env=env)
         if r.returncode != 0:
             raise SystemExit(f"the recipe failed:\n{r.stderr[-3000:]}")
         meta = json.loads((out / "tokens-s00000.json").read_text())
         summary = [line for line in r.stderr.split("\n") if line.startswith("fastenc urls:")]
-        t = time.perf_counter()
-        v = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-m", "fastenc", "verify", str(out)], capture_output=True, text=True, env=env)
-        verify_s = time.perf_counter() - t
+        v = harness.run_fresh([sys.executable, "-m", "fastenc", "verify", str(out)], env=env)
         results.append({
             "run": run + 1,
             "urls": meta["urls"],
             "tokens": meta["tokens"],
             "tokens_per_url": meta["tokens"] / meta["urls"],
-            "process_seconds": wall,
+            "process_seconds": r.wall,
             "stages": _stages_from_summary(summary[-1] if summary else None),
-            "peak_rss_mb": _rss_from_time_v(r.stderr),
-            "cpu_seconds": _cpu_from_time_v(r.stderr),
+            "peak_rss_mb": r.peak_rss_mb,
+            "cpu_seconds": r.cpu,
             "summary": summary[-1] if summary else None,
             "verify_ok": v.returncode == 0,
-            "verify_seconds": verify_s,
-            "verify_peak_rss_mb": _rss_from_time_v(v.stderr),
+            "verify_seconds": v.wall,
+            "verify_peak_rss_mb": v.peak_rss_mb,
             "load_before": load_before,
             "load_after": load(),
         })
@@ -327,9 +313,8 @@ def print_full(full: dict) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--corpus", type=Path, default=CORPUS)
-    p.add_argument("--reps", type=int, default=3, help="repetitions per fastenc kernel measurement (median)")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    harness.add_common_flags(p, corpus=CORPUS, rounds=None, threads=None, passes=3, passes_aliases=["--reps"])
     p.add_argument("--hf-stride", type=int, default=4, help="the HF encode() loop runs on every Nth URL")
     p.add_argument("--full", action="store_true", help="also run the whole recipe on a full-size shard")
     p.add_argument("--full-only", action="store_true", help="only the full-size shard")
@@ -344,10 +329,17 @@ def main() -> None:
     if args.hf_worker:
         print(json.dumps(hf_worker(args.hf_worker, args.corpus, args.hf_stride)))
         return
+    args.corpus = harness.corpus_slice(args.corpus, args.mb, column="url")
+    with harness.out_md(args.out_md):
+        run(args)
+
+
+def run(args) -> None:
+    print(harness.machine_header("URL encode kernel vs HF tokenizers (`bench/bench_urls.py`)", ("numba", "tokenizers")))
     out: dict = {"machine": f"{os.cpu_count()} CPUs", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     if not args.full_only:
         out["load_before_kernels"] = load()
-        rows = bench_kernels(args.corpus, args.reps, args.hf_stride)
+        rows = bench_kernels(args.corpus, args.passes, args.hf_stride)
         out["kernels"] = rows
         out["load_after_kernels"] = load()
         print(f"kernels on {args.corpus.name} ({rows[0]['urls']:,} URLs), load {out['load_before_kernels']} -> {out['load_after_kernels']}")
@@ -357,6 +349,7 @@ def main() -> None:
         print_full(out["full"])
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
+    print(harness.footer())
 
 
 if __name__ == "__main__":

@@ -150,7 +150,7 @@ def merge_short_piece_inlined(data, start, end, vocab, ranks, out, out_pos):
                 out[ids + ua] = merge_result[best]
             # The two pairs the merge makes are ranked in the next scan: start loading their
             # filter words and table slots now, while the tail shifts down. (cl100k's 1 MB and
-            # o200k's 2 MB pair tables do not fit a 1 MB L2; `python bench/bench_merge.py`, every
+            # o200k's 2 MB pair tables do not fit a 1 MB L2; `python bench/probes/merge_tables.py`, every
             # distinct piece of docs.parquet: o200k 478-483 -> 418-430 ns a piece, cl100k 378-401
             # -> 357-367; GPT-2's 512 KB table: level.)
             merged = np.uint64(out[ids + ua])

@@ -131,7 +131,7 @@ def keep_freed_memory() -> None:
     (the piece caches, the URL recipe's shard-wide arrays) ask for them themselves
     (``fastenc.memory.huge_array``), in mappings of their own.
 
-    Together (``bench/scale_timeline.py --plan 1core``; bench/RESULTS.md, "Landed: the CLI and its workers
+    Together (``bench/probes/scale_timeline.py --plan 1core``; bench/RESULTS.md, "Landed: the CLI and its workers
     keep freed memory for the next unit"): later units fault in a fraction of the pages. The cost: the
     process keeps its peak heap until it exits, a few percent higher.
 

@@ -2,7 +2,7 @@
 corpus, one call per piece, with the pair table fastenc builds (each token's last merge) against
 one of every split of every token (what it built before 2026-12-04; the same ids).
 
-    python bench/bench_merge.py [--encoding o200k_base] [--docs ../shared/data/text/docs.parquet] [--rounds 6]
+    python bench/probes/merge_tables.py [--encoding o200k_base] [--corpus ../shared/data/text/docs.parquet] [--rounds 6]
 
 A first pass merges each distinct piece once (840k of them in docs.parquet with o200k_base), so
 this is the part of a first pass that the tables decide. The pieces come from fastenc's own
@@ -20,10 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _inputs import require  # noqa: E402
-
-DEFAULT_DOCS = Path(__file__).resolve().parents[2] / "shared" / "data" / "text" / "docs.parquet"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness and the benches
+from harness import DOCS as DEFAULT_DOCS, require  # noqa: E402
 
 
 def every_split_table(vocab):
@@ -81,10 +79,10 @@ def distinct_pieces(enc, docs: Path):
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--encoding", default="o200k_base")
-    p.add_argument("--docs", type=Path, default=DEFAULT_DOCS)
+    p.add_argument("--corpus", "--docs", dest="docs", type=Path, default=DEFAULT_DOCS)
     p.add_argument("--rounds", type=int, default=6)
     args = p.parse_args()
-    require([args.docs], "--docs")
+    require([args.docs], "--corpus")
     from numba import njit
 
     import fastenc

@@ -1,6 +1,6 @@
 """Kernel A/B: the working tree's ``encode_text`` against a git revision's, in one process.
 
-    python bench/ab_encode.py BASE_REV [--encoding gpt2] [--rounds 7] [--docs PATH] [--limit N] [--base-tables]
+    python bench/probes/ab_encode.py BASE_REV [--encoding gpt2] [--rounds 7] [--corpus PATH] [--limit N] [--base-tables]
                               [--first-rounds N [--fresh-first]]
 
 Why in one process: on a shared or virtual machine, two processes run minutes apart see different
@@ -32,8 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DOCS = REPO.parent / "shared" / "data" / "text" / "docs.parquet"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness and the benches
+from harness import DOCS as DEFAULT_DOCS, REPO  # noqa: E402
 
 
 def export_base(rev: str, into: Path) -> None:
@@ -56,7 +56,7 @@ def main() -> None:
     parser.add_argument("base", help="git revision to compare the working tree with (e.g. HEAD, main~3)")
     parser.add_argument("--encoding", default="gpt2")
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--docs", type=Path, default=DEFAULT_DOCS)
+    parser.add_argument("--corpus", "--docs", dest="docs", type=Path, default=DEFAULT_DOCS)
     parser.add_argument("--limit", type=int, default=0, help="only the first N documents")
     parser.add_argument("--base-tables", action="store_true",
                         help="the base side encodes with the vocabulary tables the base revision builds")
@@ -68,7 +68,7 @@ def main() -> None:
                              "and the page faults are timed, as in a fresh process")
     args = parser.parse_args()
     if not args.docs.exists():
-        raise SystemExit(f"ab_encode: {args.docs} not found; pass --docs PATH to a parquet file with a 'text' column")
+        raise SystemExit(f"ab_encode: {args.docs} not found; pass --corpus PATH to a parquet file with a 'text' column")
 
     import numba
     import numpy as np

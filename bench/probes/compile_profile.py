@@ -1,8 +1,8 @@
 """Where Numba's compile time goes: run one fastenc command in this process and attribute
 every compilation to the kernel (and type signature) it was for.
 
-    NUMBA_CACHE_DIR=$(mktemp -d) python bench/compile_profile.py -- examples/part-00042.parquet --num-shards 64 -o OUT
-    python bench/compile_profile.py --json prof.json -- gpt2 docs.parquet -o OUT
+    NUMBA_CACHE_DIR=$(mktemp -d) python bench/probes/compile_profile.py -- examples/part-00042.parquet --num-shards 64 -o OUT
+    python bench/probes/compile_profile.py --json prof.json -- gpt2 docs.parquet -o OUT
 
 Listens to Numba's own events (``numba.core.event``): ``numba:compile`` (one per dispatcher
 and signature; nested when a kernel's callee is compiled while the caller is typed),
@@ -23,7 +23,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # this checkout's fastenc, whatever is installed
 
 

@@ -1,6 +1,6 @@
 """Where one encode pass spends its time, by compiled kernel function (perf sampling, names mapped).
 
-    python bench/prof_kernels.py --docs PATH [--encoding gpt2] [--warm] [--threads 1] [--top 25]
+    python bench/probes/prof_kernels.py --corpus PATH [--encoding gpt2] [--warm] [--threads 1] [--top 25]
 
 Numba's JIT code shows in ``perf`` as bare addresses. This script compiles the kernels afresh into a
 throw-away ``NUMBA_CACHE_DIR`` (a cached library keeps no object code to read symbols from: ~1 min on
@@ -140,7 +140,7 @@ def worker(args) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--docs", required=True, help="a parquet file with a 'text' column")
+    ap.add_argument("--corpus", "--docs", dest="docs", required=True, help="a parquet file with a 'text' column")
     ap.add_argument("--encoding", default="gpt2")
     ap.add_argument("--warm", action="store_true", help="profile a second pass (warm caches)")
     ap.add_argument("--threads", type=int, default=1)
@@ -149,7 +149,7 @@ def main() -> None:
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if not Path(args.docs).is_file():
-        sys.exit(f"prof_kernels.py: {args.docs} does not exist; pass --docs a parquet file with a 'text' column")
+        sys.exit(f"prof_kernels.py: {args.docs} does not exist; pass --corpus a parquet file with a 'text' column")
     if args.worker:
         return worker(args)
     with tempfile.TemporaryDirectory(prefix="fastenc-prof-nbc-") as cache:

@@ -1,7 +1,7 @@
 """Per-call cost and list[str] input, in one process: the working tree's fastenc, a git revision's
 (``fastenc_base``, exported as in ``ab_encode.py``), gigatoken and tiktoken, alternating.
 
-    python bench/ab_percall.py BASE_REV [--rounds 5] [--chars 500] [--docs PATH] [--corpus heldout|docs]
+    python bench/probes/ab_percall.py BASE_REV [--rounds 5] [--chars 500] [--corpus PATH] [--select heldout|docs]
                                [--cells hello,docs,batch1,batch16,batch256,batch4096,list,arrow,convert,join]
 
 Why one process: on a shared machine, processes minutes apart see different neighbours; here every
@@ -36,10 +36,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_encode import REPO, export_base  # noqa: E402
-from bench_gpt2 import GPT2_JSON, _cpu_model, _select, _versions, heldout  # noqa: E402,F401
-
-DEFAULT_DOCS = REPO.parent / "shared" / "data" / "text" / "docs.parquet"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness and the benches
+from ab_encode import export_base  # noqa: E402
+from bench_gpt2 import _select, heldout  # noqa: E402,F401
+from harness import DOCS as DEFAULT_DOCS, REPO, cpu_model, versions  # noqa: E402
+from peers import GPT2_JSON  # noqa: E402
 CELLS = ["hello", "docs", "batch1", "batch16", "batch256", "batch4096", "list", "arrow", "convert", "join"]
 
 
@@ -75,13 +76,13 @@ def main() -> None:
     parser.add_argument("base", help="git revision to compare the working tree with")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--chars", type=int, default=500)
-    parser.add_argument("--docs", type=Path, default=DEFAULT_DOCS)
-    parser.add_argument("--corpus", choices=["heldout", "docs"], default="heldout")
+    parser.add_argument("--corpus", "--docs", dest="docs", type=Path, default=DEFAULT_DOCS)
+    parser.add_argument("--select", choices=["heldout", "docs"], default="heldout", help="which documents (bench_gpt2's rule)")
     parser.add_argument("--cells", default=",".join(CELLS))
     args = parser.parse_args()
     cells = [c for c in args.cells.split(",") if c]
     if not args.docs.exists():
-        raise SystemExit(f"ab_percall: {args.docs} not found; pass --docs PATH to a parquet file with a 'text' column")
+        raise SystemExit(f"ab_percall: {args.docs} not found; pass --corpus PATH to a parquet file with a 'text' column")
 
     import numpy as np
     import pyarrow as pa
@@ -92,7 +93,7 @@ def main() -> None:
     table = pq.read_table(args.docs)
     texts = table.column("text").to_pylist()
     ids = table.column("id").to_pylist() if "id" in table.column_names else None
-    idx, how = _select(texts, args.corpus, ids)
+    idx, how = _select(texts, args.select, ids)
     texts = [texts[i] for i in idx]
     column = pa.array(texts, type=pa.large_string())
     short = [t[: args.chars] for t in texts if len(t) >= args.chars]
@@ -168,11 +169,11 @@ def main() -> None:
                 results[cell][name].append(_best(run, items, min_seconds=0.0 if whole else 0.1, repeat=2 if whole else 3))
         print(f"<!-- round {round_ + 1} done -->", flush=True)
 
-    print("## Per-call cost and list[str] input (`bench/ab_percall.py`)\n")
-    print(f"- **Command:** `python bench/ab_percall.py {' '.join(sys.argv[1:])}` (repo root)")
+    print("## Per-call cost and list[str] input (`bench/probes/ab_percall.py`)\n")
+    print(f"- **Command:** `python bench/probes/ab_percall.py {' '.join(sys.argv[1:])}` (repo root)")
     print(f"- **Date:** {started:%Y-%m-%d %H:%M} UTC; load average at start {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}")
-    print(f"- **CPU:** `lscpu` Model name: {_cpu_model()}; {os.cpu_count()} CPUs")
-    print(f"- **Versions:** {_versions()}; base = `{args.base}`")
+    print(f"- **CPU:** {cpu_model()}; {os.cpu_count()} CPUs")
+    print(f"- **Versions:** {versions()}; base = `{args.base}`")
     print(f"- **Corpus:** `{args.docs}`, {how}: {len(texts)} documents, {mb:.1f} MB; short documents: the first "
           f"{args.chars} characters of the {len(short)} with at least that many ({short_bytes:.0f} bytes on average)")
     print(f"- **Method:** one process, {args.rounds} rounds, the tools alternating in every cell (order reversed every "

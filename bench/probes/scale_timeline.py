@@ -1,7 +1,7 @@
 """Where one run of a recipe spends its time: a timeline of its units, per process (docs/scale.md).
 
-    python bench/scale_timeline.py urls|gpt2 [--plan 1core|WxT] [--work /tmp/fastenc-bench-scale]
-                                   [--urls ../shared/data/urls/urls.parquet] [--docs ../shared/data/text/docs.parquet]
+    python bench/probes/scale_timeline.py urls|gpt2 [--plan 1core|WxT] [--work /tmp/fastenc-bench-scale]
+                                   [--urls ../shared/data/urls/urls.parquet] [--corpus ../shared/data/text/docs.parquet]
 
 Runs the recipe once, in this process, over ``bench_scale.py``'s inputs (made first if absent,
 with its defaults), with a command's start-up (``kernels_only_process``). ``--plan 1core``: one
@@ -42,11 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _inputs import require  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness and the benches
 from bench_scale import discard  # noqa: E402
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+from harness import SHARED_DATA as SHARED, require  # noqa: E402
 
 _RETURNED_AFTER_S = 3.0  # Linux's free page reporting waits 2 s before handing freed memory back to the host
 
@@ -236,7 +234,7 @@ def inputs(recipe: str, work: Path, src: Path) -> list:
     found = sorted(folder.glob("*.parquet"))
     if found:
         return found
-    require([src], "--urls" if recipe == "urls" else "--docs")
+    require([src], "--urls" if recipe == "urls" else "--corpus")
     if recipe == "urls":
         return make_url_shards(src, folder, 8, 13)
     return make_doc_files(src, folder, 8, 16)
@@ -248,7 +246,7 @@ def main() -> None:
     p.add_argument("--plan", default="2x1", help="1core, or WORKERSxTHREADS (default 2x1)")
     p.add_argument("--work", type=Path, default=Path("/tmp/fastenc-bench-scale"))
     p.add_argument("--urls", type=Path, default=SHARED / "urls" / "urls.parquet", help="made into shards if absent")
-    p.add_argument("--docs", type=Path, default=SHARED / "text" / "docs.parquet", help="made into files if absent")
+    p.add_argument("--corpus", "--docs", dest="docs", type=Path, default=SHARED / "text" / "docs.parquet", help="made into files if absent")
     args = p.parse_args()
     if args.plan != "1core" and "x" not in args.plan:
         p.error("--plan is 1core or WORKERSxTHREADS, e.g. 2x1")

@@ -2,7 +2,7 @@
 Python threads (``fastenc.tasks``, what the recipes now run), in one process, same inputs,
 alternating, medians.
 
-    python bench/bench_task_threads.py [--threads 2] [--repeat 5]
+    python bench/probes/task_threads.py [--threads 2] [--rounds 5]
 
 Pairs (prange kernel / threads driver):
 - GPT-2 encode of ``../shared/data/text/docs.parquet`` (warm piece caches):
@@ -21,11 +21,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-SHARED = Path(os.environ.get("FASTENC_SHARED", ROOT.parent / "shared")) / "data"  # a worktree: set FASTENC_SHARED
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the harness and the benches
+from harness import SHARED, require  # noqa: E402
 
-from _inputs import require  # noqa: E402  (bench/ is on sys.path when a bench runs)
+SHARED = Path(os.environ.get("FASTENC_SHARED", SHARED)) / "data"  # a worktree: set FASTENC_SHARED
 
 
 def timeit(fn, repeat):
@@ -40,11 +41,11 @@ def timeit(fn, repeat):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--docs", type=Path, default=SHARED / "text" / "docs.parquet")
+    ap.add_argument("--rounds", "--repeat", dest="rounds", type=int, default=5, help="alternating rounds (medians)")
+    ap.add_argument("--corpus", "--docs", dest="docs", type=Path, default=SHARED / "text" / "docs.parquet")
     ap.add_argument("--urls", type=Path, default=SHARED / "urls" / "urls.parquet")
     args = ap.parse_args()
-    require([args.docs, args.urls], "--docs/--urls")
+    require([args.docs, args.urls], "--corpus/--urls")
 
     import numba
     import numpy as np
@@ -60,7 +61,7 @@ def main() -> int:
 
     numba.set_num_threads(args.threads)
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {args.threads} threads, "
-          f"median of {args.repeat}, load {'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
+          f"median of {args.rounds}, load {'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
     rows = []
 
     enc = fastenc.load("gpt2")
@@ -113,7 +114,7 @@ def main() -> int:
     print(f"{'':34s} {'prange':>10s} {'threads':>10s} {'threads/prange':>15s}")
     for name, amount, prange_fn, threads_fn in rows:
         tp, tt = [], []
-        for _ in range(args.repeat):  # alternating, so that load changes hit both
+        for _ in range(args.rounds):  # alternating, so that load changes hit both
             tp.append(timeit(prange_fn, 1))
             tt.append(timeit(threads_fn, 1))
         rp, rt = amount / statistics.median(tp), amount / statistics.median(tt)

@@ -4,7 +4,7 @@ The program is data for one kernel (``fastenc.kernels.pretok_regex``), so every 
 one compiled scanner. Its layout (all offsets absolute indices into the array):
 
     [0] PROGRAM_MAGIC   [1] number of stages   [2, 3] the one-DFA shortcut (DFA base or -1, stride)
-    [4 + k] offset of stage k
+    [4] that DFA's window table (``_window_table``; -1: none)   [5 + k] offset of stage k
     stage: [flags, n_branches, sets_base, branches_base, code_base, first_any, dfa_base, dfa_stride]
       flags        KEEP_MATCHES | KEEP_GAPS | EOL_AT_NEWLINE
       sets_base    8 words (256 bits) per set: bit c = class c is in the set
@@ -58,13 +58,17 @@ def compile_stages(stages: list[Stage]) -> SplitProgram:
     classes, bitmaps = sets.classes_and_bitmaps()
     for compiler, code in zip(compilers, stage_codes):
         code.dfa = compiler.dfa(classes, bitmaps)
-    words = [k.PROGRAM_MAGIC, len(stages), -1, 0] + [0] * len(stages)
+    words = [k.PROGRAM_MAGIC, len(stages), -1, 0, -1] + [0] * len(stages)
     for i, (stage, code) in enumerate(zip(stages, stage_codes)):
-        words[4 + i] = len(words)
+        words[k._STAGES + i] = len(words)
         words.extend(code.layout(len(words), bitmaps, stage))
-    first = words[4]
+    first = words[k._STAGES]
     if len(stages) == 1 and words[first + 6] >= 0 and stages[0].keep_matches:
         words[2], words[3] = words[first + 6], words[first + 7]  # the kernel's shortcut: this DFA's match is the piece
+        window = _window_table(stage_codes[0].dfa, words[3])
+        if window is not None:
+            words[4] = len(words)
+            words.extend(window.tolist())
     return SplitProgram(np.asarray(words, dtype=np.int32), classes)
 
 
@@ -361,6 +365,52 @@ def _kernel_rows(table: np.ndarray, classes: np.ndarray, n_classes: int) -> np.n
     out = np.concatenate([ascii_part, nxt], axis=1).reshape(-1)
     if out.max(initial=0) > np.iinfo(np.int32).max:
         raise NotRegular("a DFA too large for its table")
+    return out.astype(np.int32)
+
+
+def _window_table(rows: np.ndarray, stride: int):
+    """The window table of a DFA in kernel rows (``pretok_regex.dfa_window_starts``), or None where it
+    would be too large: ``[row size][byte -> first column][byte -> second column][rows]``.
+
+    First the DFA over single ASCII bytes run on from match to match: next state, and whether a
+    piece ends before the byte. Where the state dies with its match ending before the byte, the
+    entry is the start state's on that byte, with the end marked; where it dies past its last match,
+    no match can start with the byte, or the byte is >= 0x80, the entry is dead. Bytes whose
+    entries agree in every state share a column; a row then holds an entry per pair of columns
+    (two bytes a load): next row << 3 | died at the second byte << 2 | a piece ends before the
+    second byte << 1 | before the first."""
+    by_byte = rows.reshape(-1, stride)[:, : k.DFA_ASCII].astype(np.int64)
+    n_states = by_byte.shape[0]
+    nxt = (by_byte >> 1) // stride
+    ended = (by_byte & 1) == 1
+    restart = nxt[1]
+    step = np.where(nxt != 0, nxt, np.where(ended, restart[None, :], 0))  # next state
+    mark = (nxt == 0) & ended  # a piece ends before the byte
+    step[0] = 0
+    mark[0] = False
+    single = np.concatenate([step << 1 | mark, np.zeros((n_states, 1), dtype=np.int64)], axis=1)  # column 128: >= 0x80
+    columns, column_of = np.unique(single.T, axis=0, return_inverse=True)
+    column_of = column_of.reshape(-1)
+    n_cols = columns.shape[0]
+    row_size = n_cols * n_cols
+    if n_states * row_size * 8 > np.iinfo(np.int32).max or n_states * row_size > (1 << 20):
+        return None
+    col = columns.T  # (n_states, n_cols): single-byte entries by column
+    s1 = col >> 1
+    e1 = col & 1
+    pairs = np.zeros((n_states, n_cols, n_cols), dtype=np.int64)
+    for c1 in range(n_cols):
+        a = s1[:, c1]  # state after the first byte
+        second = col[a]  # (n_states, n_cols)
+        s2 = second >> 1
+        e2 = second & 1
+        alive = a != 0
+        entry = (s2 * row_size) << 3 | (s2 == 0) << 2 | e2 << 1 | e1[:, c1][:, None]
+        pairs[:, c1, :] = np.where(alive[:, None], entry, e1[:, c1][:, None])
+    pairs[0] = 0
+    byte_col = np.full(256, column_of[-1], dtype=np.int64)
+    byte_col[: k.DFA_ASCII] = column_of[: k.DFA_ASCII]
+    out = np.concatenate([[row_size], byte_col * n_cols, byte_col, pairs.reshape(-1)])
     return out.astype(np.int32)
 
 

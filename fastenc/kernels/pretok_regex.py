@@ -327,10 +327,11 @@ def dfa_match(data, pos, end, classes, prog, dfa, stride):
 
 
 DFA_WINDOW = 64  # the bytes dfa_window_starts reads at most (a piece start is a bit of a uint64)
-WINDOW_ROWS = 513  # a window table: [row size][byte -> column of the first byte][of the second][rows]
 _U0 = np.uint64(0)
 _U2 = np.uint64(2)
 _U3 = np.uint64(3)
+_U4 = np.uint64(4)
+_U15 = np.uint64(15)
 _U63 = np.uint64(63)
 
 
@@ -341,18 +342,21 @@ def dfa_window_starts(data, pos, prog):
     ``pretok_cl100k.cl100k_window_starts``, for any pattern with a DFA. ``pos`` must be a piece
     start and ``pos + 64`` at most the text's end. Bits past the last piece it settles are 0.
 
-    The window table (``fastenc.pattern.program._window_table``) is the DFA over pairs of ASCII
-    bytes, run on from match to match: where a piece's state dies with its match ending before a
-    byte, the entry marks that end and goes on as the start state would, so most pieces cost no
-    branch, and each load takes two bytes (the state-to-state chain of loads is the cost). A state
-    that dies past its last match (``\\s+(?!\\S)`` before a word) stops the table: the piece is
-    walked again with the DFA's rows to find that match. It stops at a byte >= 0x80 and where no
-    match starts (a gap: ``regex_piece_end`` decides those)."""
+    The window table (``fastenc.pattern.program._window_table``) is the DFA over two or four ASCII
+    bytes a step, run on from match to match: where a piece's state dies with its match ending
+    before a byte, the entry marks that end and goes on as the start state would, so most pieces
+    cost no branch; the state-to-state chain of loads is the cost, a load per step. A state that
+    dies past its last match (``\\s+(?!\\S)`` before a word) stops the table: the piece is walked
+    again with the DFA's rows to find that match. It stops at a byte >= 0x80 and where no match
+    starts (a gap: ``regex_piece_end`` decides those)."""
     win = np.uint64(prog[4])
-    row_size = np.uint64(prog[win])
-    first = win + _U1
-    second = win + np.uint64(257)
-    rows = win + np.uint64(WINDOW_ROWS)
+    quad = prog[win] == 4
+    row_size = np.uint64(prog[win + _U1])
+    n_pair = np.uint64(prog[win + _U2])
+    rows = np.uint64(prog[win + _U3])
+    first = win + _U4
+    second = first + np.uint64(256)
+    pair_class = second + np.uint64(256)
     upos = np.uint64(pos)
     limit = upos + np.uint64(DFA_WINDOW)
     starts = _U0
@@ -360,16 +364,31 @@ def dfa_window_starts(data, pos, prog):
     p = upos
     while True:
         t = 0
-        while p + _U1 < limit:
-            t = prog[rows + row + np.uint64(prog[first + np.uint64(data[p])]) + np.uint64(prog[second + np.uint64(data[p + _U1])])]
-            starts |= np.uint64(t & 3) << (p - upos)
-            row = np.uint64(t >> 3)
-            if row == 0:
-                break
-            p += _U2
+        if quad:
+            while p + _U3 < limit:
+                x = np.uint64(prog[pair_class + np.uint64(prog[first + np.uint64(data[p])])
+                                   + np.uint64(prog[second + np.uint64(data[p + _U1])])])
+                y = np.uint64(prog[pair_class + np.uint64(prog[first + np.uint64(data[p + _U2])])
+                                   + np.uint64(prog[second + np.uint64(data[p + _U3])])])
+                t = prog[rows + row + x * n_pair + y]
+                starts |= np.uint64(t & 15) << (p - upos)
+                row = np.uint64(t >> 6)
+                if row == 0:
+                    break
+                p += _U4
+        else:
+            while p + _U1 < limit:
+                x = np.uint64(prog[pair_class + np.uint64(prog[first + np.uint64(data[p])])
+                                   + np.uint64(prog[second + np.uint64(data[p + _U1])])])
+                t = prog[rows + row + x]
+                starts |= np.uint64(t & 15) << (p - upos)
+                row = np.uint64(t >> 6)
+                if row == 0:
+                    break
+                p += _U2
         if row != 0:
             break  # the window's end: the last piece is not settled
-        p += np.uint64((t >> 2) & 1)  # the byte where the state died
+        p += np.uint64((t >> 4) & 3)  # the byte where the state died
         if data[p] >= 0x80 or ((starts >> (p - upos)) & _U1) != 0:
             break  # a byte the table does not take, or a gap after the piece that ended here
         # The piece died past its last match: walk it again with the DFA's rows for that match's end.

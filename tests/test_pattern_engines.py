@@ -248,3 +248,21 @@ def test_generated_patterns_window_equal_scanner(pattern, seed):
     assume(program.program[4] >= 0)
     for text in ascii_texts(np.random.default_rng(seed), 10):
         assert _windowed_pieces(program, text) == fastenc_pieces(program, text), (pattern, text)
+
+
+@pytest.mark.parametrize("stages", [
+    [(r"\p{N}{1,3}", "hf", True, True), ("[一-龥぀-ゟ゠-ヿ]+", "hf", True, True), (DEEPSEEK_V3_LAST, "hf", True, True)],
+    [(r"\p{N}", "tiktoken", True, True), (LLAMA3, "hf", True, True)],
+    [(r"\n+", "hf", True, True), (r"[a-z]+|[^a-z]", "hf", True, True)],
+    [(r"[|]", "hf", False, True), (r"\s+(?!\S)|\S+|\s", "hf", True, True)],
+], ids=["deepseek3", "digits-llama3", "lines-then-letters", "removed-then-lookahead"])
+def test_window_pieces_equal_scanner_in_sequences(stages):
+    """A Sequence of splits: the window takes the last split's pieces inside the piece of the split
+    before it (its text), and they are the scanner's. (Most texts lose their digits, so that the
+    first splits leave pieces long enough for the window.)"""
+    program = compile_stages([Stage(*s) for s in stages])
+    assert program.program[4] >= 0
+    no_digits = str.maketrans("0123456789", "xyzxyzxyzx")
+    for i, text in enumerate(ascii_texts(np.random.default_rng(5), max(FUZZ // 2, 200))):
+        text = text if i % 3 == 0 else text.translate(no_digits)
+        assert _windowed_pieces(program, text) == fastenc_pieces(program, text), (stages, text)

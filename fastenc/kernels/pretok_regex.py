@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 
-from fastenc.kernels.jit import HELPER
+from fastenc.kernels.jit import HELPER, NO_REFCOUNTING
 
 PROGRAM_MAGIC = 0x52584732  # "RXG2"
 KEEP_MATCHES = 1
@@ -136,7 +136,7 @@ def _step_back(data, pos, lo, end):
     return pos - 1
 
 
-@njit(**HELPER)
+@njit(**HELPER, **NO_REFCOUNTING)
 def _run_branch(data, pos, end, classes, prog, sets_base, code_base, pc, eol_nl, stack, state):
     """End of the match of the branch at ``pc`` that starts at ``pos``, ``_NO_MATCH``, or ``OVERFLOW``."""
     sp = 0
@@ -338,9 +338,11 @@ _U63 = np.uint64(63)
 @njit(forceinline=True, **HELPER)
 def dfa_window_starts(data, pos, prog):
     """The pieces that start in ``data[pos + 1:pos + 64]``, as a bitmask (bit k: a piece starts at
-    ``pos + k``), for a one-split program with a window table (``prog[4] >= 0``): the contract of
-    ``pretok_cl100k.cl100k_window_starts``, for any pattern with a DFA. ``pos`` must be a piece
-    start and ``pos + 64`` at most the text's end. Bits past the last piece it settles are 0.
+    ``pos + k``), for a program with a window table (``prog[4] >= 0``: its last split has a DFA):
+    the contract of ``pretok_cl100k.cl100k_window_starts``, for any pattern with a DFA. ``pos``
+    must be a piece start and ``pos + 64`` at most the end of the text the last split sees (the
+    text, or the piece of the split before it: ``window_end``). Bits past the last piece it
+    settles are 0.
 
     The window table (``fastenc.pattern.program._window_table``) is the DFA over two or four ASCII
     bytes a step, run on from match to match: where a piece's state dies with its match ending
@@ -354,7 +356,7 @@ def dfa_window_starts(data, pos, prog):
     row_size = np.uint64(prog[win + _U1])
     n_pair = np.uint64(prog[win + _U2])
     rows = np.uint64(prog[win + _U3])
-    first = win + _U4
+    first = win + np.uint64(6)
     second = first + np.uint64(256)
     pair_class = second + np.uint64(256)
     upos = np.uint64(pos)
@@ -393,8 +395,8 @@ def dfa_window_starts(data, pos, prog):
             break  # a byte the table does not take, or a gap after the piece that ended here
         # The piece died past its last match: walk it again with the DFA's rows for that match's end.
         piece = upos if starts == 0 else upos + _U63 - np.uint64(leading_zeros(starts))
-        dfa = np.uint64(prog[2])
-        r = np.uint64(prog[3])
+        dfa = np.uint64(prog[win + _U4])
+        r = np.uint64(prog[win + np.uint64(5)])
         last = _U0
         q = piece
         while q < p:
@@ -409,6 +411,16 @@ def dfa_window_starts(data, pos, prog):
         p = last
         row = row_size
     return starts
+
+
+@njit(forceinline=True, **HELPER)
+def window_end(prog, state, end):
+    """The end of the text that the last split sees at a piece start where ``regex_piece_end``
+    has left ``state``: ``end`` for one split, else the end of the piece of the split before it
+    (-1 where none is known: call ``regex_piece_end`` first). Below it the last split's pieces are
+    the pieces, so ``dfa_window_starts`` may take them while ``pos + 64`` is at most this end."""
+    n_stages = prog[1]
+    return end if n_stages == 1 else state[n_stages - 2]
 
 
 @njit(forceinline=True, **HELPER)
@@ -456,7 +468,7 @@ def _next_match(data, pos, end, classes, prog, st, stack, state, k):
     return True
 
 
-@njit(**HELPER)
+@njit(forceinline=True, **HELPER, **NO_REFCOUNTING)
 def _stage_piece(data, pos, end, classes, prog, k, stack, state):
     """Stage k's piece at ``pos`` (its text ends at ``end``): its end, or ``-(q) - 1`` to drop
     the bytes up to q, or ``pos`` on ``OVERFLOW``."""
@@ -473,7 +485,7 @@ def _stage_piece(data, pos, end, classes, prog, k, stack, state):
     return start if flags & KEEP_GAPS else -start - 1
 
 
-@njit(**HELPER)
+@njit(**HELPER, **NO_REFCOUNTING)
 def regex_piece_end(data, pos, end, classes, prog, state, stack):
     """The piece that starts at byte ``pos`` of the text ``data[..end]``: its exclusive end
     (> ``pos``); or ``-(q) - 1``: the bytes ``pos..q`` are in no piece (dropped); or ``pos``:
@@ -483,7 +495,8 @@ def regex_piece_end(data, pos, end, classes, prog, state, stack):
     first), with ``state`` all -1 before the first. A caller in a hot loop first tries
     ``dfa_match(data, pos, end, classes, prog, prog[2], prog[3])`` where ``prog[2] >= 0`` (one
     split with a DFA, most models: its match is the piece) and calls this only where that gives
-    none: the call passes five arrays, which costs as much as the scan of a short piece."""
+    none. Compiled without reference counting, as the general scanner it inlines (it allocates
+    nothing): with it, each call paid an incref and a decref of every array at each level."""
     if prog[2] >= 0:
         r = dfa_match(data, pos, end, classes, prog, prog[2], prog[3])
         if r > pos:
@@ -491,7 +504,7 @@ def regex_piece_end(data, pos, end, classes, prog, state, stack):
     return _piece_end_general(data, pos, end, classes, prog, state, stack)
 
 
-@njit(**HELPER)
+@njit(forceinline=True, **HELPER, **NO_REFCOUNTING)
 def _piece_end_general(data, pos, end, classes, prog, state, stack):
     """``regex_piece_end`` for sequences of splits, gaps and backtracking."""
     n_stages = prog[1]
@@ -540,14 +553,14 @@ def regex_split(data, start, end, classes, prog):
 @njit(cache=True)
 def regex_split_windowed(data, start, end, classes, prog):
     """``regex_split`` taking pieces from ``dfa_window_starts`` wherever the wide encode loop would
-    (64 bytes to the text's end, an ASCII byte first): the same pieces, for tests of the window."""
+    (64 bytes to ``window_end``, an ASCII byte first): the same pieces, for tests of the window."""
     state = np.full(STATE_WORDS, -1, dtype=np.int64)
     stack = np.empty(STACK_ENTRY * 64, dtype=np.int64)
     out = np.empty((max(end - start, 1), 2), dtype=np.int64)
     n = 0
     pos = start
     while pos < end:
-        if prog[4] >= 0 and pos + DFA_WINDOW <= end and data[pos] < 0x80:
+        if prog[4] >= 0 and pos + DFA_WINDOW <= window_end(prog, state, end) and data[pos] < 0x80:
             starts = dfa_window_starts(data, pos, prog)
             if starts != 0:
                 at = pos

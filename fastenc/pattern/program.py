@@ -4,7 +4,7 @@ The program is data for one kernel (``fastenc.kernels.pretok_regex``), so every 
 one compiled scanner. Its layout (all offsets absolute indices into the array):
 
     [0] PROGRAM_MAGIC   [1] number of stages   [2, 3] the one-DFA shortcut (DFA base or -1, stride)
-    [4] that DFA's window table (``_window_table``; -1: none)   [5 + k] offset of stage k
+    [4] the last stage's window table (``_window_table``; -1: none)   [5 + k] offset of stage k
     stage: [flags, n_branches, sets_base, branches_base, code_base, first_any, dfa_base, dfa_stride]
       flags        KEEP_MATCHES | KEEP_GAPS | EOL_AT_NEWLINE
       sets_base    8 words (256 bits) per set: bit c = class c is in the set
@@ -65,11 +65,15 @@ def compile_stages(stages: list[Stage]) -> SplitProgram:
     first = words[k._STAGES]
     if len(stages) == 1 and words[first + 6] >= 0 and stages[0].keep_matches:
         words[2], words[3] = words[first + 6], words[first + 7]  # the kernel's shortcut: this DFA's match is the piece
-        window = _window_table(stage_codes[0].dfa, words[3])
+    last = words[k._STAGES + len(stages) - 1]
+    if words[last + 6] >= 0 and stages[-1].keep_matches:
+        # Below the pieces of the splits before it, the last split's matches are the pieces: its DFA's window.
+        window = _window_table(stage_codes[-1].dfa, words[last + 7])
         if window is not None:
             head, body, entries = window
             words[4] = len(words)
             head[3] = len(words) + len(head) + len(body)  # the rows' base
+            head[4], head[5] = words[last + 6], words[last + 7]  # the DFA's rows, for a piece walked again
             words.extend(head)
             words.extend(body.tolist())
             words.extend(entries.tolist())
@@ -377,8 +381,8 @@ WINDOW_QUAD_WORDS = 1 << 17  # the largest table of four-byte steps (larger ones
 
 def _window_table(rows: np.ndarray, stride: int):
     """The window table of a DFA in kernel rows (``pretok_regex.dfa_window_starts``), or None where it
-    would be too large. Layout: ``[step][row size][pair classes][rows' base][byte -> column * columns]
-    [byte -> column][column pair -> pair class][rows]``.
+    would be too large. Layout: ``[step][row size][pair classes][rows' base][DFA base][DFA stride]
+    [byte -> column * columns][byte -> column][column pair -> pair class][rows]``.
 
     First the DFA over single ASCII bytes run on from match to match: next state, and whether a
     piece ends before the byte. Where the state dies with its match ending before the byte, the
@@ -434,7 +438,7 @@ def _window_table(rows: np.ndarray, stride: int):
     entries[0] = 0
     byte_col = np.full(256, column_of[-1], dtype=np.int64)
     byte_col[: k.DFA_ASCII] = column_of[: k.DFA_ASCII]
-    head = [4 if quad else 2, row_size, n_pair, 0]
+    head = [4 if quad else 2, row_size, n_pair, 0, 0, 0]
     body = [byte_col * n_cols, byte_col, class_of]
     return head, np.concatenate(body), entries.reshape(-1)
 

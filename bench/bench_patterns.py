@@ -8,6 +8,8 @@ Families (each a real vocabulary from ../shared/data/tokenizers, or mistral-comm
   qwen2        qwen.tiktoken, Qwen2's pattern (DFA scanner; gigatoken "qwen2")
   tekken       mistral-common's tekken_240911.json (DFA scanner; gigatoken "nemotron" on its ranks)
   llama4       llama4.tiktoken, o200k's pattern (fastenc's hand-written o200k scanner; gigatoken "o200k")
+  llama4_dfa   the same, with o200k's pattern written so that fastenc compiles it ("[\\r\\n\\/]*" for "[\\r\\n/]*"):
+               the DFA scanner against the hand-written one on one vocabulary
   deepseek_v3  a tokenizer.json of the Llama 3 ranks with DeepSeek-V3's Sequence of three Splits then
                ByteLevel(use_regex=false) (DFA scanner; gigatoken reads the tokenizer.json). tiktoken takes one
                regex, not a Sequence: no tiktoken peer, HF tokenizers is the oracle.
@@ -30,6 +32,9 @@ Compile: fastenc.load(rank file, pattern=<a regex no cache has seen>) + its firs
 with an empty NUMBA_CACHE_DIR/FASTENC_CACHE_DIR (every kernel compiles), then a second new regex with those
 caches warm (the scanner kernel is shared; only the pattern's program is built), then that pattern once more
 (nothing to build: the difference is the program's build).
+
+``--baseline DIR`` adds the tool ``fastenc-base``: fastenc imported from another checkout (DIR on PYTHONPATH, its
+kernels cached in their own NUMBA_CACHE_DIR), alternating with this one in the same rounds (an A/B of two commits).
 
 Needs the bench extra and mistral-common: pip install -e '.[bench]' mistral-common.
 """
@@ -55,8 +60,8 @@ from harness import rss as _rss, timed as _timed, versions as _versions  # noqa:
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SHARED = REPO.parent / "shared"
 DOCS_IN_SHARED = Path("data") / "text" / "docs.parquet"
-TOOLS = ["fastenc", "gigatoken", "tiktoken", "hf"]
-FAMILIES = ["llama3", "qwen2", "tekken", "llama4", "deepseek_v3"]
+TOOLS = ["fastenc", "fastenc-base", "gigatoken", "tiktoken", "hf"]
+FAMILIES = ["llama3", "qwen2", "tekken", "llama4", "llama4_dfa", "deepseek_v3"]
 TEKKEN_SPECIALS = 1000
 
 # DeepSeek-V3's tokenizer.json pre_tokenizer: three Isolated splits, then ByteLevel without its own regex.
@@ -154,13 +159,16 @@ def build_family(name: str, shared: Path, tmp: Path) -> dict:
     oracle = _oracle_module(shared)
     tok_dir = shared / "data" / "tokenizers"
     hf_path = tmp / f"{name}.tokenizer.json"
-    if name in ("llama3", "qwen2", "llama4"):
-        model = {"qwen2": "qwen"}.get(name, name)
+    if name in ("llama3", "qwen2", "llama4", "llama4_dfa"):
+        model = {"qwen2": "qwen", "llama4_dfa": "llama4"}.get(name, name)
         ranks = oracle.ranks(model)
         pattern = oracle.MODELS[model]["pattern"]
-        spec = dict(rank_file=str(tok_dir / oracle.MODELS[model]["file"]), pattern=pattern, fastenc_pattern=name,
-                    gigatoken={"llama3": "olmo3", "qwen2": "qwen2", "llama4": "o200k"}[name], offset=0,
-                    fastenc_path=None, gigatoken_json=False)
+        # llama4_dfa: a string no hand-written scanner claims, with the same meaning (an escaped slash)
+        fastenc_pattern = pattern.replace("[\\r\\n/]*", "[\\r\\n\\/]*") if name == "llama4_dfa" else name
+        assert fastenc_pattern != pattern or name != "llama4_dfa"
+        spec = dict(rank_file=str(tok_dir / oracle.MODELS[model]["file"]), pattern=pattern, fastenc_pattern=fastenc_pattern,
+                    gigatoken={"llama3": "olmo3", "qwen2": "qwen2", "llama4": "o200k", "llama4_dfa": "o200k"}[name],
+                    offset=0, fastenc_path=None, gigatoken_json=False)
         pre = {"type": "Sequence", "pretokenizers": [_split(pattern), BYTE_LEVEL]}
     elif name == "tekken":
         path = _tekken_json()
@@ -203,7 +211,7 @@ def _make_runner(tool: str, threads: int, spec: dict):
         return flat, counts
 
     off = spec["offset"]
-    if tool == "fastenc":
+    if tool in ("fastenc", "fastenc-base"):
         import numba
 
         import fastenc
@@ -212,7 +220,10 @@ def _make_runner(tool: str, threads: int, spec: dict):
         if spec["fastenc_path"]:
             enc, note = fastenc.load(spec["fastenc_path"]), f"load({Path(spec['fastenc_path']).name})"
         else:
-            enc, note = fastenc.load(spec["rank_file"], pattern=spec["fastenc_pattern"]), f"pattern={spec['fastenc_pattern']!r}"
+            shown = spec["fastenc_pattern"] if len(spec["fastenc_pattern"]) < 20 else "<o200k's regex, compiled>"
+            enc, note = fastenc.load(spec["rank_file"], pattern=spec["fastenc_pattern"]), f"pattern={shown!r}"
+        if tool == "fastenc-base":
+            note += f" from {Path(fastenc.__file__).parents[1]}"
         return (lambda texts: enc.encode_batch(texts)), (lambda out: (out[0].astype(np.uint32), np.diff(out[1]))), note
     if tool == "gigatoken":
         import awkward as ak
@@ -292,6 +303,9 @@ def worker(args) -> None:
 
 def _spawn(tool: str, threads: int, args, spec_file: Path, digest_file: Path, hf_docs: int) -> dict:
     env = dict(os.environ, RAYON_NUM_THREADS=str(threads), NUMBA_NUM_THREADS=str(threads))
+    if tool == "fastenc-base":
+        env["PYTHONPATH"] = os.pathsep.join([str(args.baseline)] + [p for p in [env.get("PYTHONPATH")] if p])
+        env["NUMBA_CACHE_DIR"] = str(args.baseline_cache)  # (its kernels apart from this checkout's, and from its tree)
     cmd = [sys.executable, __file__, "--worker", tool, "--threads", str(threads), "--repeat", str(args.repeat),
            "--corpus-file", str(args.corpus_file), "--digest-file", str(digest_file), "--spec-file", str(spec_file)]
     if tool == "hf":
@@ -392,6 +406,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="run every tool this many times, alternating (medians)")
     parser.add_argument("--repeat", type=int, default=1, help="warm passes per process (median)")
     parser.add_argument("--no-compile", action="store_true", help="skip the new-pattern compile timing")
+    parser.add_argument("--baseline", type=Path, help="another fastenc checkout, timed as the tool fastenc-base")
+    parser.add_argument("--baseline-cache", type=Path, default=Path(tempfile.gettempdir()) / "fastenc-bench-baseline-numba",
+                        help="NUMBA_CACHE_DIR of fastenc-base (kept between runs)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--corpus-file", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--digest-file", type=Path, help=argparse.SUPPRESS)
@@ -412,6 +429,8 @@ def main() -> None:
         for t in tools:
             if t not in TOOLS:
                 raise Missing(f"unknown tool {t!r} (choose from {', '.join(TOOLS)})")
+        if "fastenc-base" in tools and not (args.baseline and (args.baseline / "fastenc" / "__init__.py").is_file()):
+            raise Missing("the tool fastenc-base needs --baseline DIR, a checkout of fastenc")
         if not (args.shared / "data" / "tokenizers" / "oracle.py").is_file():
             raise Missing(f"{args.shared / 'data' / 'tokenizers'} does not exist (the shared rank files are not beside "
                           "this checkout): pass --shared DIR")
@@ -430,6 +449,10 @@ def run(args, families, tools, threads, tmp: Path) -> None:
     print(f"- **Date:** {started:%Y-%m-%d %H:%M} UTC; load average at start {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}")
     print(f"- **CPU:** `lscpu` Model name: {_cpu_model()}; {os.cpu_count()} CPUs; flags: {_cpu_flags()}")
     print(f"- **Versions:** {_versions()}")
+    if args.baseline:
+        rev = subprocess.run(["git", "-C", str(args.baseline), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True).stdout.strip()
+        print(f"- **Baseline (fastenc-base):** `{args.baseline}` at {rev or 'an unknown commit'}")
     print(f"- **Corpus:** `{args.docs}`, the first {len(corpus['texts'])} documents, {corpus['mb']:.1f} MB of UTF-8, as a "
           f"list[str] for every tool; HF tokenizers on the first {corpus['hf_docs']} ({corpus['hf_mb']:.1f} MB)")
     print(f"- **Method:** {args.rounds} rounds, tools alternating, each (family, tool, threads) in a fresh process; "

@@ -169,3 +169,100 @@ def test_generated_patterns_equal_oniguruma(pattern, seed):
                 raise
             assume(False)  # a pattern Oniguruma itself refuses, or gives up on (its retry limit)
         assert fastenc_pieces(program, text) == ref, (pattern, text)
+
+
+# --- the DFA window (64 ASCII bytes at a time) ---------------------------------------------------
+# ASCII the patterns ask about (cases, contraction letters, every ASCII space, apostrophes, digits,
+# punctuation, the slash o200k absorbs), with a few non-ASCII characters where the window must stop.
+_ASCII_TRAPS = "aAbBsStTdDlLmMvVrReExZ'\t\n\r\x0b\x0c 0123456789.,!?-_/()[]{}#@$%^&*+=<>|\\~`\";:"
+_ASCII_WORDS = ["the", " world", "'s", "'LL", "'Re", " 2024", "\n\n", "   ", "\r\n", " \n ", "Hello", "don't's",
+                "HTTPRequest", "x/\n/", "  \t", "!!\n", "...", "    if (a) {\n", "\t\treturn;\n"]
+_RARE = ["\u00e9", "\u4e2d", "\u00a0", "\u2019", "\u0301", "\u2028", "\U0001F600"]
+
+
+def ascii_texts(rng, n: int) -> list[str]:
+    """``n`` texts of 64-400 characters, mostly ASCII: long enough for the window, with runs,
+    words and (in some texts) a rare non-ASCII character where the window stops."""
+    out = []
+    for _ in range(n):
+        parts = []
+        size = int(rng.integers(64, 400))
+        rare = rng.random() < 0.5
+        while sum(map(len, parts)) < size:
+            r = rng.random()
+            if r < 0.3:
+                parts.append(_ASCII_WORDS[int(rng.integers(len(_ASCII_WORDS)))])
+            elif r < 0.4:
+                parts.append(_ASCII_TRAPS[int(rng.integers(len(_ASCII_TRAPS)))] * int(rng.integers(2, 9)))
+            elif rare and r < 0.43:
+                parts.append(_RARE[int(rng.integers(len(_RARE)))])
+            else:
+                parts.append(_ASCII_TRAPS[int(rng.integers(len(_ASCII_TRAPS)))])
+        out.append("".join(parts))
+    return out
+
+
+def _windowed_pieces(program, text: str) -> list[str]:
+    from fastenc.kernels.pretok_regex import regex_split_windowed
+
+    data = text.encode("utf-8")
+    cuts = regex_split_windowed(np.frombuffer(data, dtype=np.uint8), 0, len(data), program.classes, program.program)
+    return [data[a:b].decode("utf-8") for a, b in cuts.tolist()]
+
+
+@pytest.mark.parametrize("pattern", [LLAMA3, QWEN2, TEKKEN, O200K, CL100K, DEEPSEEK_V3_LAST, QWEN35, KIMI_LIKE,
+                                     r"\s+(?!\S)|\S+|\s", r"a+b|a|[^a]"],
+                         ids=["llama3", "qwen2", "tekken", "o200k", "cl100k", "deepseek3", "qwen3.5", "kimi-like",
+                              "lookahead", "rewind"])
+def test_window_pieces_equal_scanner(pattern):
+    """The window's pieces are the scanner's, on text long enough for it (models' patterns, and
+    ones whose states die past their last match)."""
+    for engine in ("tiktoken", "hf"):
+        try:
+            program = compile_stages([Stage(pattern, engine, True, engine == "hf")])
+        except PatternError:
+            continue
+        for text in ascii_texts(np.random.default_rng(11), max(FUZZ // 2, 200)):
+            assert _windowed_pieces(program, text) == fastenc_pieces(program, text), (pattern, engine, text)
+
+
+@pytest.mark.parametrize("pattern", [LLAMA3, QWEN2, TEKKEN, O200K.replace(r"[\r\n/]*", r"[\r\n\/]*")],
+                         ids=["llama3", "qwen2", "tekken", "o200k-compiled"])
+def test_model_patterns_equal_tiktoken_through_the_window(base, pattern):
+    """The wide loop's window path, end to end: ids against tiktoken on long, mostly ASCII texts."""
+    ours = encoder_with_split(base, [Stage(pattern, "tiktoken")])
+    assert ours.vocab.split_program[4] >= 0  # (the window table exists: this test goes through it)
+    ref = tiktoken_reference(pattern, gpt2_ranks())
+    texts = ascii_texts(np.random.default_rng(abs(hash(pattern)) % 2**32), FUZZ)
+    ids, offsets = ours.encode_batch(texts)
+    bad = [t for i, t in enumerate(texts) if ids[offsets[i]:offsets[i + 1]].tolist() != ref.encode_ordinary(t)]
+    assert bad == []
+
+
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=list(HealthCheck))
+@given(pattern=_pattern("tiktoken"), seed=st.integers(0, 2**32 - 1))
+def test_generated_patterns_window_equal_scanner(pattern, seed):
+    """Generated patterns: the window's pieces are the scanner's (which the tests above hold to the
+    reference engines)."""
+    program = _compiled_or_skip(pattern, "tiktoken", False)
+    assume(program.program[4] >= 0)
+    for text in ascii_texts(np.random.default_rng(seed), 10):
+        assert _windowed_pieces(program, text) == fastenc_pieces(program, text), (pattern, text)
+
+
+@pytest.mark.parametrize("stages", [
+    [(r"\p{N}{1,3}", "hf", True, True), ("[一-龥぀-ゟ゠-ヿ]+", "hf", True, True), (DEEPSEEK_V3_LAST, "hf", True, True)],
+    [(r"\p{N}", "tiktoken", True, True), (LLAMA3, "hf", True, True)],
+    [(r"\n+", "hf", True, True), (r"[a-z]+|[^a-z]", "hf", True, True)],
+    [(r"[|]", "hf", False, True), (r"\s+(?!\S)|\S+|\s", "hf", True, True)],
+], ids=["deepseek3", "digits-llama3", "lines-then-letters", "removed-then-lookahead"])
+def test_window_pieces_equal_scanner_in_sequences(stages):
+    """A Sequence of splits: the window takes the last split's pieces inside the piece of the split
+    before it (its text), and they are the scanner's. (Most texts lose their digits, so that the
+    first splits leave pieces long enough for the window.)"""
+    program = compile_stages([Stage(*s) for s in stages])
+    assert program.program[4] >= 0
+    no_digits = str.maketrans("0123456789", "xyzxyzxyzx")
+    for i, text in enumerate(ascii_texts(np.random.default_rng(5), max(FUZZ // 2, 200))):
+        text = text if i % 3 == 0 else text.translate(no_digits)
+        assert _windowed_pieces(program, text) == fastenc_pieces(program, text), (stages, text)

@@ -45,7 +45,7 @@ from fastenc.kernels.piece_memo import MEMO_MAX_BYTES, caches_shared, memo_find,
 from fastenc.kernels.pretok_cl100k import cl100k_piece_end, cl100k_window_starts
 from fastenc.kernels.pretok_gpt2 import WINDOW, gpt2_piece_end
 from fastenc.kernels.pretok_o200k import o200k_piece_end, o200k_window_starts
-from fastenc.kernels.pretok_regex import STATE_WORDS, dfa_match, regex_piece_end
+from fastenc.kernels.pretok_regex import STATE_WORDS, dfa_match, dfa_window_starts, regex_piece_end, window_end
 from fastenc.kernels.pretok_url import url_piece_end
 from fastenc.kernels.readonly import as_readonly
 from fastenc.kernels.segments import segment_end, span_segment_end
@@ -175,7 +175,8 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos, scratch):
     pretok = vocab.config[cfg.PRETOKENIZER]
     split_dfa = split_program[2] if pretok == cfg.PRETOK_REGEX else -1  # one split with a DFA: its match is the piece
     split_stride = split_program[3] if pretok == cfg.PRETOK_REGEX else 0
-    window = ASCII_MASKS and (pretok == cfg.PRETOK_CL100K or pretok == cfg.PRETOK_O200K)  # 64 ASCII bytes at a time
+    split_window = pretok == cfg.PRETOK_REGEX and split_program[4] >= 0  # the last split's DFA, 64 ASCII bytes at a time
+    window = split_window or (ASCII_MASKS and (pretok == cfg.PRETOK_CL100K or pretok == cfg.PRETOK_O200K))  # 64 ASCII bytes at a time
     whole_piece_lookup = vocab.config[cfg.WHOLE_PIECE_LOOKUP] != 0
     joinable = vocab.joinable
     token_table = vocab.token_table  # (read once here: taken from vocab at each call, each paid an incref and a decref)
@@ -195,7 +196,8 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos, scratch):
         # ring[4k + 2] the address of its home slot, prefetched now (0: none) ---
         n_found = 0
         while found < end and n_found < _BLOCK:
-            if (window and found >= cut_end and found + WINDOW <= end and found + WINDOW + 16 <= size
+            text_end = window_end(split_program, split_state, end) if split_window else end
+            if (window and found >= cut_end and found + WINDOW <= text_end and found + WINDOW + 16 <= size
                     and (load_word(data, found) & _FIRST3_HIGH) == 0):
                 # The pieces of 64 ASCII bytes at once (cl100k_window_starts, o200k_window_starts),
                 # as encode.encode_run does for GPT-2: up to the first one too long for the short
@@ -204,7 +206,9 @@ def wide_loop(data, start, end, vocab, classes, caches, out, out_pos, scratch):
                 # in the first three leaves it nothing to decide (non-Latin text: most pieces start
                 # so): one load skips the call. On docs.parquet that is 46% of the calls; 59%
                 # decided nothing. A/B against calling it: warm cl100k +5%.)
-                if pretok == cfg.PRETOK_CL100K:
+                if split_window:
+                    starts = dfa_window_starts(data, found, split_program)
+                elif pretok == cfg.PRETOK_CL100K:
                     starts = cl100k_window_starts(data, found)
                 else:
                     starts = o200k_window_starts(data, found)

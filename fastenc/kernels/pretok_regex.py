@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 
-from fastenc.kernels.jit import HELPER
+from fastenc.kernels.jit import HELPER, NO_REFCOUNTING
 
-PROGRAM_MAGIC = 0x52584731  # "RXG1"
+PROGRAM_MAGIC = 0x52584732  # "RXG2"
 KEEP_MATCHES = 1
 KEEP_GAPS = 2
 EOL_AT_NEWLINE = 4  # Oniguruma's (Ruby syntax) $ also matches before a "\n"
@@ -54,7 +55,7 @@ _PLAIN, _RUN, _LAZY = 0, 1, 2
 _NO_MATCH = -1
 OVERFLOW = -2  # the backtracking stack is full: the caller grows it and scans again
 _REPLACEMENT = 0xFFFD
-_STAGES = 4  # program header: magic, stages, the one-DFA shortcut (its base, its stride), stage offsets
+_STAGES = 5  # program header: magic, stages, the one-DFA shortcut (its base, its stride), its window table, stage offsets
 DFA_ASCII = 128  # a DFA row's first entries are by ASCII byte (fastenc.pattern.program._kernel_rows)
 _U1 = np.uint64(1)
 
@@ -135,7 +136,7 @@ def _step_back(data, pos, lo, end):
     return pos - 1
 
 
-@njit(**HELPER)
+@njit(**HELPER, **NO_REFCOUNTING)
 def _run_branch(data, pos, end, classes, prog, sets_base, code_base, pc, eol_nl, stack, state):
     """End of the match of the branch at ``pc`` that starts at ``pos``, ``_NO_MATCH``, or ``OVERFLOW``."""
     sp = 0
@@ -325,6 +326,103 @@ def dfa_match(data, pos, end, classes, prog, dfa, stride):
         p += n
 
 
+DFA_WINDOW = 64  # the bytes dfa_window_starts reads at most (a piece start is a bit of a uint64)
+_U0 = np.uint64(0)
+_U2 = np.uint64(2)
+_U3 = np.uint64(3)
+_U4 = np.uint64(4)
+_U15 = np.uint64(15)
+_U63 = np.uint64(63)
+
+
+@njit(forceinline=True, **HELPER)
+def dfa_window_starts(data, pos, prog):
+    """The pieces that start in ``data[pos + 1:pos + 64]``, as a bitmask (bit k: a piece starts at
+    ``pos + k``), for a program with a window table (``prog[4] >= 0``: its last split has a DFA):
+    the contract of ``pretok_cl100k.cl100k_window_starts``, for any pattern with a DFA. ``pos``
+    must be a piece start and ``pos + 64`` at most the end of the text the last split sees (the
+    text, or the piece of the split before it: ``window_end``). Bits past the last piece it
+    settles are 0.
+
+    The window table (``fastenc.pattern.program._window_table``) is the DFA over two or four ASCII
+    bytes a step, run on from match to match: where a piece's state dies with its match ending
+    before a byte, the entry marks that end and goes on as the start state would, so most pieces
+    cost no branch; the state-to-state chain of loads is the cost, a load per step. A state that
+    dies past its last match (``\\s+(?!\\S)`` before a word) stops the table: the piece is walked
+    again with the DFA's rows to find that match. It stops at a byte >= 0x80 and where no match
+    starts (a gap: ``regex_piece_end`` decides those)."""
+    win = np.uint64(prog[4])
+    quad = prog[win] == 4
+    row_size = np.uint64(prog[win + _U1])
+    n_pair = np.uint64(prog[win + _U2])
+    rows = np.uint64(prog[win + _U3])
+    first = win + np.uint64(6)
+    second = first + np.uint64(256)
+    pair_class = second + np.uint64(256)
+    upos = np.uint64(pos)
+    limit = upos + np.uint64(DFA_WINDOW)
+    starts = _U0
+    row = row_size  # the start state's
+    p = upos
+    while True:
+        t = 0
+        if quad:
+            while p + _U3 < limit:
+                x = np.uint64(prog[pair_class + np.uint64(prog[first + np.uint64(data[p])])
+                                   + np.uint64(prog[second + np.uint64(data[p + _U1])])])
+                y = np.uint64(prog[pair_class + np.uint64(prog[first + np.uint64(data[p + _U2])])
+                                   + np.uint64(prog[second + np.uint64(data[p + _U3])])])
+                t = prog[rows + row + x * n_pair + y]
+                starts |= np.uint64(t & 15) << (p - upos)
+                row = np.uint64(t >> 6)
+                if row == 0:
+                    break
+                p += _U4
+        else:
+            while p + _U1 < limit:
+                x = np.uint64(prog[pair_class + np.uint64(prog[first + np.uint64(data[p])])
+                                   + np.uint64(prog[second + np.uint64(data[p + _U1])])])
+                t = prog[rows + row + x]
+                starts |= np.uint64(t & 15) << (p - upos)
+                row = np.uint64(t >> 6)
+                if row == 0:
+                    break
+                p += _U2
+        if row != 0:
+            break  # the window's end: the last piece is not settled
+        p += np.uint64((t >> 4) & 3)  # the byte where the state died
+        if data[p] >= 0x80 or ((starts >> (p - upos)) & _U1) != 0:
+            break  # a byte the table does not take, or a gap after the piece that ended here
+        # The piece died past its last match: walk it again with the DFA's rows for that match's end.
+        piece = upos if starts == 0 else upos + _U63 - np.uint64(leading_zeros(starts))
+        dfa = np.uint64(prog[win + _U4])
+        r = np.uint64(prog[win + np.uint64(5)])
+        last = _U0
+        q = piece
+        while q < p:
+            u = prog[dfa + r + np.uint64(data[q])]
+            if u & 1:
+                last = q
+            r = np.uint64(u >> 1)
+            q += _U1
+        if last == 0:
+            break  # no match at the piece's start: a gap
+        starts |= _U1 << (last - upos)
+        p = last
+        row = row_size
+    return starts
+
+
+@njit(forceinline=True, **HELPER)
+def window_end(prog, state, end):
+    """The end of the text that the last split sees at a piece start where ``regex_piece_end``
+    has left ``state``: ``end`` for one split, else the end of the piece of the split before it
+    (-1 where none is known: call ``regex_piece_end`` first). Below it the last split's pieces are
+    the pieces, so ``dfa_window_starts`` may take them while ``pos + 64`` is at most this end."""
+    n_stages = prog[1]
+    return end if n_stages == 1 else state[n_stages - 2]
+
+
 @njit(forceinline=True, **HELPER)
 def _match_at(data, pos, end, classes, prog, st, stack, state):
     """End of the stage's leftmost-first match at ``pos``, ``_NO_MATCH`` or ``OVERFLOW``."""
@@ -370,7 +468,7 @@ def _next_match(data, pos, end, classes, prog, st, stack, state, k):
     return True
 
 
-@njit(**HELPER)
+@njit(forceinline=True, **HELPER, **NO_REFCOUNTING)
 def _stage_piece(data, pos, end, classes, prog, k, stack, state):
     """Stage k's piece at ``pos`` (its text ends at ``end``): its end, or ``-(q) - 1`` to drop
     the bytes up to q, or ``pos`` on ``OVERFLOW``."""
@@ -387,7 +485,7 @@ def _stage_piece(data, pos, end, classes, prog, k, stack, state):
     return start if flags & KEEP_GAPS else -start - 1
 
 
-@njit(**HELPER)
+@njit(**HELPER, **NO_REFCOUNTING)
 def regex_piece_end(data, pos, end, classes, prog, state, stack):
     """The piece that starts at byte ``pos`` of the text ``data[..end]``: its exclusive end
     (> ``pos``); or ``-(q) - 1``: the bytes ``pos..q`` are in no piece (dropped); or ``pos``:
@@ -397,7 +495,8 @@ def regex_piece_end(data, pos, end, classes, prog, state, stack):
     first), with ``state`` all -1 before the first. A caller in a hot loop first tries
     ``dfa_match(data, pos, end, classes, prog, prog[2], prog[3])`` where ``prog[2] >= 0`` (one
     split with a DFA, most models: its match is the piece) and calls this only where that gives
-    none: the call passes five arrays, which costs as much as the scan of a short piece."""
+    none. Compiled without reference counting, as the general scanner it inlines (it allocates
+    nothing): with it, each call paid an incref and a decref of every array at each level."""
     if prog[2] >= 0:
         r = dfa_match(data, pos, end, classes, prog, prog[2], prog[3])
         if r > pos:
@@ -405,7 +504,7 @@ def regex_piece_end(data, pos, end, classes, prog, state, stack):
     return _piece_end_general(data, pos, end, classes, prog, state, stack)
 
 
-@njit(**HELPER)
+@njit(forceinline=True, **HELPER, **NO_REFCOUNTING)
 def _piece_end_general(data, pos, end, classes, prog, state, stack):
     """``regex_piece_end`` for sequences of splits, gaps and backtracking."""
     n_stages = prog[1]
@@ -434,6 +533,45 @@ def regex_split(data, start, end, classes, prog):
     n = 0
     pos = start
     while pos < end:
+        r = regex_piece_end(data, pos, end, classes, prog, state, stack)
+        if r == pos:
+            stack = np.empty(2 * stack.shape[0], dtype=np.int64)
+            state[:] = -1
+            n = 0
+            pos = start
+            continue
+        if r < 0:
+            pos = -r - 1
+            continue
+        out[n, 0] = pos
+        out[n, 1] = r
+        n += 1
+        pos = r
+    return out[:n].copy()
+
+
+@njit(cache=True)
+def regex_split_windowed(data, start, end, classes, prog):
+    """``regex_split`` taking pieces from ``dfa_window_starts`` wherever the wide encode loop would
+    (64 bytes to ``window_end``, an ASCII byte first): the same pieces, for tests of the window."""
+    state = np.full(STATE_WORDS, -1, dtype=np.int64)
+    stack = np.empty(STACK_ENTRY * 64, dtype=np.int64)
+    out = np.empty((max(end - start, 1), 2), dtype=np.int64)
+    n = 0
+    pos = start
+    while pos < end:
+        if prog[4] >= 0 and pos + DFA_WINDOW <= window_end(prog, state, end) and data[pos] < 0x80:
+            starts = dfa_window_starts(data, pos, prog)
+            if starts != 0:
+                at = pos
+                while starts != 0:
+                    r = at + np.int64(trailing_zeros(starts))
+                    starts &= starts - _U1
+                    out[n, 0] = pos
+                    out[n, 1] = r
+                    n += 1
+                    pos = r
+                continue
         r = regex_piece_end(data, pos, end, classes, prog, state, stack)
         if r == pos:
             stack = np.empty(2 * stack.shape[0], dtype=np.int64)

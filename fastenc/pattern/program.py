@@ -4,7 +4,7 @@ The program is data for one kernel (``fastenc.kernels.pretok_regex``), so every 
 one compiled scanner. Its layout (all offsets absolute indices into the array):
 
     [0] PROGRAM_MAGIC   [1] number of stages   [2, 3] the one-DFA shortcut (DFA base or -1, stride)
-    [4 + k] offset of stage k
+    [4] the last stage's window table (``_window_table``; -1: none)   [5 + k] offset of stage k
     stage: [flags, n_branches, sets_base, branches_base, code_base, first_any, dfa_base, dfa_stride]
       flags        KEEP_MATCHES | KEEP_GAPS | EOL_AT_NEWLINE
       sets_base    8 words (256 bits) per set: bit c = class c is in the set
@@ -58,13 +58,25 @@ def compile_stages(stages: list[Stage]) -> SplitProgram:
     classes, bitmaps = sets.classes_and_bitmaps()
     for compiler, code in zip(compilers, stage_codes):
         code.dfa = compiler.dfa(classes, bitmaps)
-    words = [k.PROGRAM_MAGIC, len(stages), -1, 0] + [0] * len(stages)
+    words = [k.PROGRAM_MAGIC, len(stages), -1, 0, -1] + [0] * len(stages)
     for i, (stage, code) in enumerate(zip(stages, stage_codes)):
-        words[4 + i] = len(words)
+        words[k._STAGES + i] = len(words)
         words.extend(code.layout(len(words), bitmaps, stage))
-    first = words[4]
+    first = words[k._STAGES]
     if len(stages) == 1 and words[first + 6] >= 0 and stages[0].keep_matches:
         words[2], words[3] = words[first + 6], words[first + 7]  # the kernel's shortcut: this DFA's match is the piece
+    last = words[k._STAGES + len(stages) - 1]
+    if words[last + 6] >= 0 and stages[-1].keep_matches:
+        # Below the pieces of the splits before it, the last split's matches are the pieces: its DFA's window.
+        window = _window_table(stage_codes[-1].dfa, words[last + 7])
+        if window is not None:
+            head, body, entries = window
+            words[4] = len(words)
+            head[3] = len(words) + len(head) + len(body)  # the rows' base
+            head[4], head[5] = words[last + 6], words[last + 7]  # the DFA's rows, for a piece walked again
+            words.extend(head)
+            words.extend(body.tolist())
+            words.extend(entries.tolist())
     return SplitProgram(np.asarray(words, dtype=np.int32), classes)
 
 
@@ -362,6 +374,73 @@ def _kernel_rows(table: np.ndarray, classes: np.ndarray, n_classes: int) -> np.n
     if out.max(initial=0) > np.iinfo(np.int32).max:
         raise NotRegular("a DFA too large for its table")
     return out.astype(np.int32)
+
+
+WINDOW_QUAD_WORDS = 1 << 17  # the largest table of four-byte steps (larger ones take two bytes a step)
+
+
+def _window_table(rows: np.ndarray, stride: int):
+    """The window table of a DFA in kernel rows (``pretok_regex.dfa_window_starts``), or None where it
+    would be too large. Layout: ``[step][row size][pair classes][rows' base][DFA base][DFA stride]
+    [byte -> column * columns][byte -> column][column pair -> pair class][rows]``.
+
+    First the DFA over single ASCII bytes run on from match to match: next state, and whether a
+    piece ends before the byte. Where the state dies with its match ending before the byte, the
+    entry is the start state's on that byte, with the end marked; where it dies past its last match,
+    no match can start with the byte, or the byte is >= 0x80, the entry is dead. Bytes whose
+    entries agree in every state share a column; pairs of columns whose two-byte steps agree in
+    every state share a pair class. A row holds an entry per pair class (two bytes a step) or per
+    two pair classes (four bytes a step, where that table is small enough): next row << 6 | the
+    byte where the state died << 4 | bit i: a piece ends before byte i."""
+    by_byte = rows.reshape(-1, stride)[:, : k.DFA_ASCII].astype(np.int64)
+    n_states = by_byte.shape[0]
+    nxt = (by_byte >> 1) // stride
+    ended = (by_byte & 1) == 1
+    step = np.where(nxt != 0, nxt, np.where(ended, nxt[1][None, :], 0))  # the start state's, after an end
+    mark = ((nxt == 0) & ended).astype(np.int64)
+    step[0] = 0
+    mark[0] = 0
+    single = np.concatenate([step << 1 | mark, np.zeros((n_states, 1), dtype=np.int64)], axis=1)  # column 128: >= 0x80
+    columns, column_of = np.unique(single.T, axis=0, return_inverse=True)
+    column_of = column_of.reshape(-1)
+    n_cols = columns.shape[0]
+    one_state, one_mark = columns.T >> 1, columns.T & 1  # (n_states, n_cols)
+    # Two bytes: (next state, the byte it died at or -1, marks), for every state and column pair.
+    s1 = one_state  # (n_states, c1)
+    s2 = one_state[s1]  # (n_states, c1, c2)
+    m2 = one_mark[s1]
+    alive1 = (s1 != 0)[:, :, None]
+    pair_state = np.where(alive1, s2, 0)
+    pair_died = np.where(alive1, np.where(s2 == 0, 1, -1), 0)
+    pair_marks = one_mark[:, :, None] | np.where(alive1, m2, 0) << 1
+    pair_key = np.stack([pair_state, pair_died, pair_marks], axis=-1).reshape(n_states, n_cols * n_cols, 3)
+    classes, class_of = np.unique(pair_key.transpose(1, 0, 2).reshape(n_cols * n_cols, -1), axis=0, return_inverse=True)
+    class_of = class_of.reshape(-1)
+    n_pair = classes.shape[0]
+    by_class = classes.reshape(n_pair, n_states, 3).transpose(1, 0, 2)  # (n_states, n_pair, 3)
+    p_state, p_died, p_marks = by_class[..., 0], by_class[..., 1], by_class[..., 2]
+    quad = n_states * n_pair * n_pair <= WINDOW_QUAD_WORDS
+    if quad:
+        row_size = n_pair * n_pair
+        a_state, a_died, a_marks = p_state[:, :, None], p_died[:, :, None], p_marks[:, :, None]
+        b_state, b_died, b_marks = p_state[a_state[..., 0]], p_died[a_state[..., 0]], p_marks[a_state[..., 0]]
+        alive = a_state != 0
+        state = np.where(alive, b_state, 0)
+        died = np.where(alive, np.where(b_died >= 0, 2 + b_died, -1), a_died)
+        marks = a_marks | np.where(alive, b_marks, 0) << 2
+    else:
+        row_size = n_pair
+        state, died, marks = p_state, p_died, p_marks
+    if n_states * row_size << 6 > np.iinfo(np.int32).max:
+        return None
+    entries = (state * row_size) << 6 | np.where(died >= 0, died, 0) << 4 | marks
+    entries = entries.reshape(n_states, row_size)
+    entries[0] = 0
+    byte_col = np.full(256, column_of[-1], dtype=np.int64)
+    byte_col[: k.DFA_ASCII] = column_of[: k.DFA_ASCII]
+    head = [4 if quad else 2, row_size, n_pair, 0, 0, 0]
+    body = [byte_col * n_cols, byte_col, class_of]
+    return head, np.concatenate(body), entries.reshape(-1)
 
 
 def _single(cp: int) -> np.ndarray:

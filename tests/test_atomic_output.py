@@ -60,8 +60,16 @@ def run_urls_shared(out: Path) -> dict:
     return run_urls(out)
 
 
-RECIPES = {"bytes": run_bytes, "gpt2": run_gpt2, "urls": run_urls, "urls_shared": run_urls_shared}
-MANIFEST = {"bytes": "meta.json", "gpt2": "summary.json", "urls": "tokens-s00000.json", "urls_shared": "tokens-s00000.json"}
+def run_tokens(out: Path) -> dict:
+    """llm.c shards of a val and a train split (several files, documents continued across them)."""
+    from fastenc.recipes.tokens.build import encode_tokens
+
+    return encode_tokens([DATA / "docs_fixture.parquet"], out, fmt="llmc", shard_tokens=40_000, val_every=5, quiet=True)
+
+
+RECIPES = {"bytes": run_bytes, "gpt2": run_gpt2, "urls": run_urls, "urls_shared": run_urls_shared, "tokens": run_tokens}
+MANIFEST = {"bytes": "meta.json", "gpt2": "summary.json", "urls": "tokens-s00000.json", "urls_shared": "tokens-s00000.json",
+            "tokens": "tokens.json"}
 
 
 def snapshot(out: Path) -> dict[str, bytes]:

@@ -274,6 +274,11 @@ def _overwrite(name: str, out: Path) -> None:
         encode_bytes([DATA / "bytes_docs.parquet"], out, shard_bytes=3000, val_every=10, overwrite=True, quiet=True)
     elif name == "gpt2":
         encode_gpt2([DATA / "docs_fixture.parquet"], out, part_tokens=60_000, buckets="b1", decode_every=10**6, overwrite=True, quiet=True)
+    elif name == "tokens":
+        from fastenc.recipes.tokens.build import encode_tokens
+
+        encode_tokens([DATA / "docs_fixture.parquet"], out, fmt="llmc", shard_tokens=40_000, val_every=5, overwrite=True,
+                      quiet=True)
     else:
         encode_shard(DATA / "urls_fixture.parquet", out, shard_check=False, chunk_urls=700, overwrite=True, quiet=True)
 

@@ -293,3 +293,20 @@ def test_kill_9_of_a_worker_then_a_rerun_resumes_the_finished_units(tmp_path, co
     assert done, "no finished unit to resume"
     subprocess.run(args, check=True, cwd=REPO)
     assert _files(out) == want
+
+
+def test_distributed_steps_give_the_one_process_output(tmp_path, corpus):
+    """The recipe's ``Steps`` (what ``fastenc.datatrove``'s map and finalize steps call): two ranks
+    map the units, the finalize publishes the same files as one ``encode_tokens`` run."""
+    from fastenc.recipes.registry import recipe
+
+    _, paths = corpus
+    paths = _inputs(tmp_path / "in", pq.read_table(paths[0]).column("text").to_pylist(), parts=3)
+    options = {"fmt": "datatrove", "val_every": 4, "shuffle": 5, "shard_tokens": 20_000}
+    encode_tokens(paths, tmp_path / "one", quiet=True, **options)
+    steps, counts = recipe("tokens").steps, []
+    for rank in (1, 0):
+        steps.map_rank(paths, tmp_path / "dist", options, rank, 2, counts.append)
+    assert counts == ["units_mapped"] * 3
+    steps.finalize(paths, tmp_path / "dist", options)
+    assert _files(tmp_path / "dist") == _files(tmp_path / "one")

@@ -18,6 +18,7 @@ def warm(work: Path) -> None:
 
 def probes() -> list:
     from fastenc.kernels.runs import encode_docs, encode_docs_wide
+    from fastenc.recipes.tokens.kernel import delimit_into
     from fastenc.run.ahead import WithClassTable
 
-    return [WithClassTable(encode_docs), encode_docs_wide]
+    return [WithClassTable(encode_docs), encode_docs_wide, delimit_into]

@@ -310,3 +310,28 @@ def test_distributed_steps_give_the_one_process_output(tmp_path, corpus):
     assert counts == ["units_mapped"] * 3
     steps.finalize(paths, tmp_path / "dist", options)
     assert _files(tmp_path / "dist") == _files(tmp_path / "one")
+
+
+def _tekken() -> Path:
+    import mistral_common
+
+    return sorted(Path(mistral_common.__file__).parent.rglob("tekken*.json"))[0]
+
+
+@pytest.mark.parametrize("which", ["tokenizer.json", "tekken.json"])
+def test_tokenizer_json_and_tekken_ids_are_fastenc_loads_with_the_delimiters(tmp_path, corpus, which):
+    import fastenc
+    from fastenc.recipes.tokens import read_tokens
+
+    texts, paths = corpus
+    path = REPO / "vocab" / "gpt2" / "tokenizer.json" if which == "tokenizer.json" else _tekken()
+    m = encode_tokens(paths, tmp_path / "out", tokenizer=str(path), fmt="datatrove", quiet=True)
+    enc = fastenc.load(path)
+    delims = delimit.resolve(enc, "datatrove")
+    assert (delims.bos, delims.eos) == ((None, 50256) if which == "tokenizer.json" else (1, 2))
+    docs = read_tokens("datatrove", tmp_path / "out" / "train" / "00000")
+    assert docs.n_docs == len(texts) == m["documents"]
+    for i in range(0, len(texts), 7):
+        assert docs.document(i).tolist() == [t for t in (delims.bos,) if t is not None] + enc.encode(texts[i]) + \
+            [t for t in (delims.eos,) if t is not None]
+    assert verify_output(tmp_path / "out", None)["ok"]

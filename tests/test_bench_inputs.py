@@ -25,6 +25,7 @@ CASES = {
     "bench_patterns.py": ["--shared", "/nonexistent", "--docs", MISSING],
     "bench_scale.py": ["--urls", MISSING, "--docs", MISSING],
     "bench_task_threads.py": ["--docs", MISSING, "--urls", MISSING],
+    "bench_tokens.py": ["--input", MISSING],
     "bench_urls.py": ["--corpus", MISSING],
     "scale_timeline.py": ["urls", "--work", "/nonexistent/work", "--urls", MISSING],
 }

@@ -258,6 +258,7 @@ def _run(paths, out):
     return encode_tokens(paths, out, fmt="llmc", shard_tokens=30_000, val_every=5, shuffle=3, quiet=True)
 
 
+@pytest.mark.slow  # (test_atomic_output's kill -9 matrix covers every rename of a tokens run too, also slow)
 def test_kill_9_at_renames_then_a_plain_rerun_is_byte_identical(tmp_path, corpus):
     _, paths = corpus
     _run(paths, tmp_path / "ref")

@@ -60,8 +60,16 @@ def run_urls_shared(out: Path) -> dict:
     return run_urls(out)
 
 
-RECIPES = {"bytes": run_bytes, "gpt2": run_gpt2, "urls": run_urls, "urls_shared": run_urls_shared}
-MANIFEST = {"bytes": "meta.json", "gpt2": "summary.json", "urls": "tokens-s00000.json", "urls_shared": "tokens-s00000.json"}
+def run_tokens(out: Path) -> dict:
+    """llm.c shards of a val and a train split (several files, documents continued across them)."""
+    from fastenc.recipes.tokens.build import encode_tokens
+
+    return encode_tokens([DATA / "docs_fixture.parquet"], out, fmt="llmc", shard_tokens=40_000, val_every=5, quiet=True)
+
+
+RECIPES = {"bytes": run_bytes, "gpt2": run_gpt2, "urls": run_urls, "urls_shared": run_urls_shared, "tokens": run_tokens}
+MANIFEST = {"bytes": "meta.json", "gpt2": "summary.json", "urls": "tokens-s00000.json", "urls_shared": "tokens-s00000.json",
+            "tokens": "tokens.json"}
 
 
 def snapshot(out: Path) -> dict[str, bytes]:
@@ -266,6 +274,11 @@ def _overwrite(name: str, out: Path) -> None:
         encode_bytes([DATA / "bytes_docs.parquet"], out, shard_bytes=3000, val_every=10, overwrite=True, quiet=True)
     elif name == "gpt2":
         encode_gpt2([DATA / "docs_fixture.parquet"], out, part_tokens=60_000, buckets="b1", decode_every=10**6, overwrite=True, quiet=True)
+    elif name == "tokens":
+        from fastenc.recipes.tokens.build import encode_tokens
+
+        encode_tokens([DATA / "docs_fixture.parquet"], out, fmt="llmc", shard_tokens=40_000, val_every=5, overwrite=True,
+                      quiet=True)
     else:
         encode_shard(DATA / "urls_fixture.parquet", out, shard_check=False, chunk_urls=700, overwrite=True, quiet=True)
 

@@ -23,6 +23,7 @@ CASES = {
     "bench_languages.py": ["--docs", MISSING],
     "bench_patterns.py": ["--shared", "/nonexistent", "--docs", MISSING],
     "bench_scale.py": ["--urls", MISSING, "--docs", MISSING],
+    "bench_tokens.py": ["--input", MISSING],
     "bench_urls.py": ["--corpus", MISSING],
     "probes/ab_encode.py": ["HEAD", "--docs", MISSING],
     "probes/ab_percall.py": ["HEAD", "--docs", MISSING],

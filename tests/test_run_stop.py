@@ -33,7 +33,9 @@ DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parents[1]
 NUM_SHARDS = 4
 EXTRA = {"gpt2": ["--part-tokens", "20000", "--decode-every", "7"], "bytes": ["--shard-bytes", "3000", "--val-every", "5"],
-         "urls": ["--num-shards", str(NUM_SHARDS)]}
+         "urls": ["--num-shards", str(NUM_SHARDS)],
+         "tokens": ["--format", "llmc", "--shard-tokens", "30000", "--val-every", "5", "--shuffle", "1"]}
+MANIFEST = {"gpt2": "summary.json", "bytes": "meta.json", "tokens": "tokens.json"}
 SEED = int(os.environ.get("FASTENC_STOP_SEED") or random.randrange(1 << 30))
 TEMP = re.compile(r"\.(tmp|old|swap)-\d+-[0-9a-f]+$")
 
@@ -78,7 +80,8 @@ def inputs(tmp_path_factory):
         pq.write_table(pa.table({"url": [u for u, s in zip(urls, shard_of) if s == k]}), p, row_group_size=400)
         url_paths.append(p)
     return {"urls": url_paths, "gpt2": _split(DATA / "docs_fixture.parquet", root / "gpt2", 4),
-            "bytes": _split(DATA / "bytes_docs.parquet", root / "bytes", 4)}
+            "bytes": _split(DATA / "bytes_docs.parquet", root / "bytes", 4),
+            "tokens": _split(DATA / "docs_fixture.parquet", root / "tokens", 4)}
 
 
 def _args(recipe, inputs, out) -> list[str]:
@@ -160,7 +163,7 @@ def _stop_and_check(proc: subprocess.Popen, sig: int, group: bool, out: Path, re
         if lines:
             assert len(lines) == 1 and lines[0].startswith(f"fastenc: interrupted ({name})") and "rerun" in lines[0], err
         else:
-            assert (out / ("summary.json" if recipe == "gpt2" else "meta.json")).exists() or recipe == "urls", err
+            assert recipe == "urls" or (out / MANIFEST[recipe]).exists(), err
         assert _temporaries(out.parent) == [], f"a graceful stop deletes this run's temporaries (command pid {proc.pid}): {err}"
     if out.exists():  # nothing under the final name before it is complete (urls: each shard complete)
         assert cli.main(["verify", str(out), "-q"]) == 0

@@ -195,7 +195,7 @@ def test_narrow_runs_never_compile_the_wide_loop():
 def test_every_family_has_a_probe():
     from fastenc import warmup
 
-    assert list(warmup.kernel_families()) == ["encoder", "urls", "gpt2", "bytes", "wide"]
+    assert list(warmup.kernel_families()) == ["encoder", "urls", "gpt2", "bytes", "tokens", "wide"]
     for family in warmup.kernel_families():
         assert warmup._probe_kernels(family), family
 

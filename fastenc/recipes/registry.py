@@ -18,6 +18,7 @@ DECLARED = (
     "fastenc.recipes.gpt2.recipe",
     "fastenc.recipes.bytes.recipe",
     "fastenc.recipes.ids.recipe",
+    "fastenc.recipes.tokens.recipe",
 )
 
 

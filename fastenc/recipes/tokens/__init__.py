@@ -1,7 +1,8 @@
-"""Tokens for the trainers (issue 61), phase 1: the trainer file formats and document delimiting.
+"""Tokens for the trainers: the trainer file formats and document delimiting, and the
+``fastenc tokens`` recipe on them (``build``: the run; ``layout``: names and rules; ``shards``:
+a split's shards; ``command``, ``card``, ``verify``, ``decode``, ``warm``, ``recipe``).
 
-The ``fastenc tokens`` recipe (CLI, run skeleton, shards, shuffle, card, verify, decode) is wired
-onto the recipe registry later; this package is what it calls, pure of any run machinery:
+The formats and delimiters are pure of any run machinery:
 
     from fastenc.recipes.tokens import delimit, open_writer, read_tokens
 

@@ -191,7 +191,7 @@ class Delimiters:
         """The batch with each document's delimiters: (ids in ``dtype``, lengths int64).
 
         ``ids``: the documents' ids concatenated; ``lengths``: each document's count (an empty
-        document becomes its delimiters alone). Vectorised: one pass, no Python loop per document.
+        document becomes its delimiters alone). One pass of a compiled loop (``kernel.delimit_into``).
         """
         ids = np.asarray(ids)
         lengths = np.asarray(lengths, dtype=np.int64)
@@ -201,18 +201,13 @@ class Delimiters:
         k = self.per_document
         if k == 0:
             return ids.astype(self.dtype, copy=False), lengths
+        from fastenc.recipes.tokens.kernel import delimit_into
+
         out_lengths = lengths + k
         out = np.empty(int(out_lengths.sum()), dtype=self.dtype)
-        ends = np.cumsum(out_lengths)
-        starts = ends - out_lengths
-        keep = np.ones(len(out), dtype=bool)
-        if self.bos is not None:
-            out[starts] = self.bos
-            keep[starts] = False
-        if self.eos is not None:
-            out[ends - 1] = self.eos
-            keep[ends - 1] = False
-        out[keep] = ids
+        bos, eos = (-1 if t is None else t for t in (self.bos, self.eos))
+        if delimit_into(ids, lengths, np.int64(bos), np.int64(eos), out) != len(out):
+            raise AssertionError("delimit_into wrote another count than the lengths give")
         return out, out_lengths
 
     def split(self, ids: np.ndarray) -> np.ndarray:

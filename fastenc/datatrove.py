@@ -10,13 +10,14 @@ verified spill -- datatrove's completion markers decide what to schedule, never 
 step, byte-identical to ``fastenc bytes/gpt2/urls`` on one process::
 
     from datatrove.executor import LocalPipelineExecutor
-    from fastenc.datatrove import BytesMap, Finalize
+    from fastenc.datatrove import Finalize, Map
 
-    opts = dict(shard_bytes=100_000_000)
-    LocalPipelineExecutor([BytesMap(files, "out", **opts)], tasks=4, workers=2, logging_dir="logs/map").run()
-    LocalPipelineExecutor([Finalize("bytes", files, "out", **opts)], tasks=1, logging_dir="logs/finalize").run()
+    opts = dict(fmt="megatron", tokenizer="o200k_base")
+    LocalPipelineExecutor([Map("tokens", files, "out", **opts)], tasks=4, workers=2, logging_dir="logs/map").run()
+    LocalPipelineExecutor([Finalize("tokens", files, "out", **opts)], tasks=1, logging_dir="logs/finalize").run()
 
-The options are those of ``encode_bytes`` / ``encode_gpt2`` / ``encode_shards`` (the map and the
+``Map(recipe, ...)`` serves every registered recipe; ``BytesMap``, ``Gpt2Map`` and ``UrlsMap`` name three of them.
+The options are those of the recipe's writer (``encode_tokens``, ``encode_bytes``, ... : the map and the
 finalize step must be given the same ones: the request is checked). Each task runs its units on
 ``threads`` Numba threads (default: every core the task sees; give datatrove's ``cpus_per_task``
 and ``threads`` the same value on shared nodes). This module imports datatrove: install the
@@ -29,7 +30,7 @@ from typing import Sequence
 
 from datatrove.pipeline.base import PipelineStep
 
-__all__ = ["BytesMap", "Gpt2Map", "UrlsMap", "Finalize", "recipe_names"]
+__all__ = ["Map", "BytesMap", "Gpt2Map", "UrlsMap", "Finalize", "recipe_names"]
 
 
 def recipe_names() -> tuple:
@@ -79,6 +80,16 @@ class _MapStep(PipelineStep):
             self.units.run_ranks(rank, world_size, self)
         if data is not None:  # a step in a longer pipeline passes on what it was given
             yield from data
+
+
+class Map(_MapStep):
+    """Map step of any registered recipe, named by its first argument (as ``Finalize`` is)."""
+
+    name = "fastenc: map"
+
+    def __init__(self, recipe: str, inputs: Sequence[str | os.PathLike], output: str | os.PathLike, **options):
+        self.recipe = recipe
+        super().__init__(inputs, output, **options)
 
 
 class BytesMap(_MapStep):

@@ -311,6 +311,14 @@ def test_distributed_steps_give_the_one_process_output(tmp_path, corpus):
     assert counts == ["units_mapped"] * 3
     steps.finalize(paths, tmp_path / "dist", options)
     assert _files(tmp_path / "dist") == _files(tmp_path / "one")
+    from datatrove.executor import LocalPipelineExecutor
+
+    from fastenc.datatrove import Finalize, Map
+
+    logs = str(tmp_path / "logs")
+    LocalPipelineExecutor([Map("tokens", paths, tmp_path / "dt", **options)], tasks=2, workers=1, logging_dir=logs + "-map").run()
+    LocalPipelineExecutor([Finalize("tokens", paths, tmp_path / "dt", **options)], tasks=1, logging_dir=logs + "-fin").run()
+    assert _files(tmp_path / "dt") == _files(tmp_path / "one")
 
 
 def _tekken() -> Path:

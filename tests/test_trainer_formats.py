@@ -669,3 +669,10 @@ def test_datatrove_folder_of_several_files(tmp_path, datatrove_dataset):
     assert np.array_equal(np.concatenate([np.asarray(it["input_ids"]) for it in items]), np.concatenate(stream))
     zeros = {64 * i + int(p) for i, it in enumerate(items) for p in np.flatnonzero(np.asarray(it["positions"]) == 0)}
     assert zeros == starts | {64 * i for i in range(5)}
+
+
+def test_a_megatron_dataset_without_tokens_is_refused(tmp_path):
+    """Megatron's reader cannot memory-map an empty .bin: a dataset of empty documents alone is refused, nothing left."""
+    with pytest.raises(UsageError, match="empty dataset"):
+        mg_format.write_megatron(tmp_path / "out", np.array([], dtype=np.uint16), np.array([0, 0]))
+    assert list(tmp_path.iterdir()) == []

@@ -96,6 +96,9 @@ class MegatronWriter:
     def finish(self) -> dict:
         """Write ``.idx``, fsync both, rename ``.bin`` then ``.idx``; the counters."""
         try:
+            if self.counters.tokens == 0 and self.counters.documents:  # Megatron's reader memory-maps the .bin, which fails on an empty file
+                raise UsageError(f"{self.bin_path}: no tokens to write, and Megatron cannot read an empty dataset: "
+                                 "keep a --bos or --eos, or leave the empty documents out")
             self._bin.finish()
             self._spill.close()
             self._idx = OutFile(self.idx_path, self._temp)

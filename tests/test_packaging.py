@@ -66,3 +66,13 @@ def test_public_names_are_the_functions_even_after_the_submodules_load():
         "assert {'load', 'Encoder', 'canonical'} <= set(dir(fastenc)) and 'annotations' not in dir(fastenc)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_every_package_folder_is_listed_for_the_wheel():
+    """pyproject lists the packages by hand (the vocabularies are mapped in): a new package folder
+    left off the list is missing from a non-editable install. Caught here, in the fast suite."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "fastenc").rglob("__init__.py")}
+    assert folders - listed == set()

@@ -404,3 +404,36 @@ def test_the_temporaries_of_an_unreaped_dead_process_are_stale(tmp_path):
         assert staging.clean_stale(tmp_path, "out", ours=True) == [mine]
     finally:
         os.waitpid(pid, 0)
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "the import timer"])
+def test_a_signal_while_the_workers_start_is_raised_after(how):
+    """The pool's start must not receive the interrupt (an exception there left a pool that could not
+    shut down, and a traceback): a SIGTERM, or ``stop``'s timer that raises one that came during an
+    import, is held until the start is done, then raised."""
+    from fastenc.cli import stop
+    from fastenc.run import units
+
+    kept = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)}
+    hook = sys.unraisablehook
+    stop.reset()
+    stop.install()
+    done = False
+    try:
+        if how != "SIGTERM":  # armed as stop._later() arms it, to fire inside the start
+            stop._received, stop._again = signal.SIGTERM, True
+            signal.signal(signal.SIGALRM, stop._handler)
+            signal.setitimer(signal.ITIMER_REAL, 0.01)
+        with pytest.raises(stop.Interrupted):
+            with units._signals_blocked():
+                if how == "SIGTERM":
+                    os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.1)
+                done = True
+        assert done
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for s, h in kept.items():
+            signal.signal(s, h)
+        sys.unraisablehook = hook
+        stop.reset()

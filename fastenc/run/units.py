@@ -224,7 +224,7 @@ def _init_worker(threads: int, count=None, workers: int = 1, parent: int | None 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS | {signal.SIGALRM})  # (as _signals_blocked left them)
     from fastenc.run import elastic, faults
 
     faults.install_from_env()  # a drill's or a test's fault, in this worker (docs/atomic-output.md)
@@ -282,16 +282,19 @@ def _signals_blocked():
     The mask alone does not hold it back: the kernel hands a process's signal to any thread that
     does not block it (Numba's, Arrow's), and Python then runs the handler in the main thread
     anyway, inside the pool's start (where an exception leaves the pool unable to shut down). So
-    the main thread's handlers only record the signal here, and it is raised again after."""
+    the main thread's handlers only record the signal here, and it is raised again after. SIGALRM
+    too, where it has a handler: ``fastenc.cli.stop`` raises a signal that came during an import
+    from a timer a moment later."""
     import threading
 
     if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
         yield
         return
     held: list[int] = []
-    handlers = {s: signal.signal(s, lambda signum, frame: held.append(signum)) for s in _STOP_SIGNALS
-                if signal.getsignal(s) not in (None, signal.SIG_IGN)}  # (None: set outside Python, kept)
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    deferred = _STOP_SIGNALS | ({signal.SIGALRM} if hasattr(signal, "SIGALRM") else set())
+    handlers = {s: signal.signal(s, lambda signum, frame: held.append(signum)) for s in deferred
+                if callable(signal.getsignal(s))}  # (SIG_DFL, SIG_IGN, or set outside Python: kept)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS | set(handlers))
     try:
         yield
     finally:

@@ -401,7 +401,8 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=10, help="encode the first documents up to this many MB (default 10)")
     parser.add_argument("--hf-mb", type=float, default=1, help="HF tokenizers is timed on the first documents up to this many MB")
     parser.add_argument("--families", default=",".join(FAMILIES))
-    parser.add_argument("--tools", default=",".join(TOOLS))
+    parser.add_argument("--tools", default=",".join(t for t in TOOLS if t != "fastenc-base"),
+                        help="comma-separated (default: all but fastenc-base, which --baseline adds)")
     parser.add_argument("--threads", default="1,2", help="thread counts, comma-separated (default 1,2)")
     parser.add_argument("--rounds", type=int, default=3, help="run every tool this many times, alternating (medians)")
     parser.add_argument("--repeat", type=int, default=1, help="warm passes per process (median)")
@@ -425,6 +426,8 @@ def main() -> None:
         raise SystemExit(f"bench_patterns: --threads takes comma-separated integers, got {args.threads!r}") from None
     families = [f for f in args.families.split(",") if f]
     tools = [t for t in args.tools.split(",") if t]
+    if args.baseline and "fastenc-base" not in tools:
+        tools.insert(tools.index("fastenc") + 1 if "fastenc" in tools else 0, "fastenc-base")
     try:
         for t in tools:
             if t not in TOOLS:

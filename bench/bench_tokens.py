@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _inputs import require  # noqa: E402  (bench/ is on sys.path when a bench runs)
+from harness import require  # noqa: E402  (bench/ is on sys.path when a bench runs)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INPUT = ROOT.parent / "shared" / "data" / "text" / "docs.parquet"

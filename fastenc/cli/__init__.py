@@ -123,8 +123,8 @@ def _signal() -> str:
 
 
 def _interrupted() -> int:
-    sys.stderr.flush()  # (the line goes straight to fd 2: what was printed before must come first)
-    return stop.report()
+    _say(stop.interrupted_line())
+    return stop.exit_code(stop.received())
 
 
 def _say(line: str) -> None:

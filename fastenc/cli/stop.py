@@ -26,7 +26,7 @@ import os
 import signal
 import sys
 
-__all__ = ["SIGNALS", "Interrupted", "install", "received", "signal_name", "exit_code", "finishing", "report"]
+__all__ = ["SIGNALS", "Interrupted", "install", "received", "signal_name", "exit_code", "finishing", "interrupted_line", "report"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _received: int | None = None
@@ -58,10 +58,15 @@ def received() -> int | None:
     return _received
 
 
+def interrupted_line() -> str:
+    """The one line a command that stopped on a signal prints."""
+    return (f"fastenc: interrupted ({signal_name(_received or signal.SIGINT)}): no partial output was published, each "
+            "output appears whole or not at all; the files already encoded are kept: rerun the same command to resume")
+
+
 def report() -> int:
-    """Say, in one line, that the command stopped on a signal; the exit status to return."""
-    _write(f"fastenc: interrupted ({signal_name(_received or signal.SIGINT)}): no partial output was published, each "
-           "output appears whole or not at all; the files already encoded are kept: rerun the same command to resume\n")
+    """Print ``interrupted_line()`` (straight to fd 2: before main() nothing else has written); the exit status."""
+    _write(interrupted_line() + "\n")
     return exit_code(_received)
 
 

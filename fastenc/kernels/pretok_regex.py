@@ -55,7 +55,7 @@ _PLAIN, _RUN, _LAZY = 0, 1, 2
 _NO_MATCH = -1
 OVERFLOW = -2  # the backtracking stack is full: the caller grows it and scans again
 _REPLACEMENT = 0xFFFD
-_STAGES = 5  # program header: magic, stages, the one-DFA shortcut (its base, its stride), its window table, stage offsets
+STAGES_AT = 5  # program header: magic, stages, the one-DFA shortcut (its base, its stride), its window table, stage offsets
 DFA_ASCII = 128  # a DFA row's first entries are by ASCII byte (fastenc.pattern.program._kernel_rows)
 _U1 = np.uint64(1)
 
@@ -472,7 +472,7 @@ def _next_match(data, pos, end, classes, prog, st, stack, state, k):
 def _stage_piece(data, pos, end, classes, prog, k, stack, state):
     """Stage k's piece at ``pos`` (its text ends at ``end``): its end, or ``-(q) - 1`` to drop
     the bytes up to q, or ``pos`` on ``OVERFLOW``."""
-    st = prog[_STAGES + k]
+    st = prog[STAGES_AT + k]
     if state[_CACHED_START + k] < pos:
         if not _next_match(data, pos, end, classes, prog, st, stack, state, k):
             return pos

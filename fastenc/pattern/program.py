@@ -60,12 +60,12 @@ def compile_stages(stages: list[Stage]) -> SplitProgram:
         code.dfa = compiler.dfa(classes, bitmaps)
     words = [k.PROGRAM_MAGIC, len(stages), -1, 0, -1] + [0] * len(stages)
     for i, (stage, code) in enumerate(zip(stages, stage_codes)):
-        words[k._STAGES + i] = len(words)
+        words[k.STAGES_AT + i] = len(words)
         words.extend(code.layout(len(words), bitmaps, stage))
-    first = words[k._STAGES]
+    first = words[k.STAGES_AT]
     if len(stages) == 1 and words[first + 6] >= 0 and stages[0].keep_matches:
         words[2], words[3] = words[first + 6], words[first + 7]  # the kernel's shortcut: this DFA's match is the piece
-    last = words[k._STAGES + len(stages) - 1]
+    last = words[k.STAGES_AT + len(stages) - 1]
     if words[last + 6] >= 0 and stages[-1].keep_matches:
         # Below the pieces of the splits before it, the last split's matches are the pieces: its DFA's window.
         window = _window_table(stage_codes[-1].dfa, words[last + 7])

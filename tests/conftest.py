@@ -120,7 +120,7 @@ def pytest_sessionstart(session):
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Every property test (hypothesis ``@given``) is also marked ``fuzz``, before ``-m`` selects: the
-    slow run (``-m "slow or fuzz" --hypothesis-profile=ci``) runs them again with their full budget."""
+    slow run (``-m "slow or fuzz" --hypothesis-profile=ci``) runs them again with five times the examples (tests/budget.py)."""
     for item in items:
         if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
             item.add_marker(pytest.mark.fuzz)

@@ -118,7 +118,7 @@ def _compiled_or_skip(pattern, engine, keep_gaps):
         assume(False)
 
 
-@settings(max_examples=examples(300), deadline=None, suppress_health_check=list(HealthCheck))  # (each compiles a pattern)
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=list(HealthCheck))
 @given(pattern=_pattern("tiktoken"), seed=st.integers(0, 2**32 - 1))
 def test_generated_patterns_equal_tiktoken(base, pattern, seed):
     _compiled_or_skip(pattern, "tiktoken", False)

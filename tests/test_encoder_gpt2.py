@@ -163,23 +163,6 @@ def test_users_njit_code_can_call_the_kernel(gpt2, docs_fixture):
 
 
 @pytest.mark.slow
-def test_users_njit_code_may_write_ids_into_any_integer_array(gpt2, docs_fixture):
-    # The hot path writes a hit's ids as one 8-place store (loads.store_ids8): two 8-byte stores for
-    # a uint16 out, element by element for any other; the ids must not depend on which. One other
-    # dtype end to end (each compiles the whole loop again, ~100 s cold on 2 cores); test_loads
-    # checks the element stores for every integer width, and a writable ``data`` here checks that
-    # encode_with hands the loops read-only data (else this would compile them a third time).
-    from fastenc.arrow_io import arrow_to_flat
-
-    data, offsets = arrow_to_flat(docs_fixture.column("text"))
-    data = data.copy()  # writable
-    out = np.empty(len(data), dtype=np.int32)
-    n, counts = _users_own_loop(data, offsets, gpt2.vocab, gpt2.classes, new_piece_caches(1 << 12, 4), out)
-    ids, id_offsets = gpt2.encode_batch(docs_fixture.column("text"))
-    assert np.array_equal(out[:n], ids) and np.array_equal(counts, np.diff(id_offsets))
-
-
-@pytest.mark.slow
 def test_the_loops_are_compiled_for_read_only_data_and_int64_positions_only(gpt2):
     # encode_with retypes its input (readonly.as_readonly, int64 positions) before the loops: a
     # user's writable array or int32 offsets must not compile them again (a minute or two each).

@@ -217,7 +217,7 @@ def test_a_signal_at_a_random_moment_then_a_plain_rerun(recipe, sig, inputs, ref
 @pytest.mark.parametrize("recipe", list(EXTRA))
 def test_signals_at_random_moments_in_a_loop(recipe, inputs, reference, tmp_path):
     rng = random.Random(f"{SEED}-{recipe}-loop")
-    for k in range(int(os.environ.get("FASTENC_STOP_TRIALS", "12"))):
+    for k in range(int(os.environ.get("FASTENC_STOP_TRIALS", "8"))):
         sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
         when, group = rng.uniform(0.0, 1.1), rng.random() < 0.5 and sig != signal.SIGKILL
         try:
@@ -382,7 +382,7 @@ def test_two_runs_into_one_out_one_publishes_the_other_says_so(recipe, inputs, r
 @pytest.mark.slow
 @pytest.mark.parametrize("recipe", list(EXTRA))
 def test_two_runs_into_one_out_repeated(recipe, inputs, reference, tmp_path):
-    for k in range(int(os.environ.get("FASTENC_STOP_TRIALS", "12")) // 3):
+    for k in range(int(os.environ.get("FASTENC_STOP_TRIALS", "8")) // 3):
         _two_runs_into_one_out(recipe, inputs, reference, tmp_path / f"t{k}")
 
 

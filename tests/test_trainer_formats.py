@@ -53,7 +53,7 @@ from fastenc.recipes.tokens import FORMATS, BadTokenFile, delimit, open_writer, 
 from fastenc.recipes.tokens.formats import datatrove as dt_format
 from fastenc.recipes.tokens.formats import llmc as llmc_format
 from fastenc.recipes.tokens.formats import megatron as mg_format
-from pattern_support import TOKENIZERS_DIR, model_reference
+from pattern_support import TOKENIZERS_DIR, model_reference_or_skip
 
 MEGATRON_SRC = REPO / "tests" / "data" / "third_party" / "megatron_core_indexed_dataset.py"
 MEGATRON_SHA256 = "86650eec71319b99e63fde40c95d38176b89cbbe7ede9581aa7c67f1334eab72"  # megatron-core 0.16.1
@@ -214,9 +214,7 @@ def load_pair(name: str, shared_data, tmp_dir: Path):
         if name not in _PAIRS:
             _PAIRS[name] = fastenc.load(name), _openai_reference(name, shared_data, tmp_dir)
         return _PAIRS[name]
-    oracle = model_reference(name)
-    if oracle is None:
-        pytest.skip(f"{TOKENIZERS_DIR} is absent (a fresh clone); CI has it")
+    oracle = model_reference_or_skip(name)
     model = oracle.MODELS[name]
     return fastenc.load(TOKENIZERS_DIR / model["file"], pattern=model["pattern"]), oracle.reference(name)
 
@@ -481,9 +479,7 @@ def test_openai_defaults_are_tiktokens_end_of_text(tmp_path, shared_data):
 def test_model_defaults_are_their_first_special_ids(name):
     """The rank files hold only the ranks; a model's specials follow them (oracle.py: first_special),
     Llama's <|begin_of_text|> first and <|end_of_text|> second, Qwen's <|endoftext|> first."""
-    oracle = model_reference(name)
-    if oracle is None:
-        pytest.skip(f"{TOKENIZERS_DIR} is absent (a fresh clone); CI has it")
+    oracle = model_reference_or_skip(name)
     model = oracle.MODELS[name]
     enc = fastenc.load(TOKENIZERS_DIR / model["file"], pattern=model["pattern"])
     assert len(oracle.ranks(name)) == model["first_special"] == enc.vocab_size
